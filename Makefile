@@ -1,0 +1,32 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: demo test lint-code bench rules-doc clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint-code: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy policies lint webhook gpugate
+
+bench: $(STAMP)
+	for b in bench/*_bench.py; do $(BIN)/python $$b; done
+
+rules-doc: $(STAMP)
+	$(BIN)/gpugate rules --markdown > docs/rules.md
+
+clean:
+	rm -rf $(VENV) build *.egg-info

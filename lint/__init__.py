@@ -1,0 +1,1 @@
+"""The linter front end: files -> documents (with line numbers) -> findings -> formats."""

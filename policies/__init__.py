@@ -1,0 +1,1 @@
+"""gpugate's rules and everything they need. Pure: no network I/O."""

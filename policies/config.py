@@ -1,0 +1,249 @@
+"""The policy file: one YAML document read by both front ends, validated with jsonschema.
+
+Every key has a default, so no file is needed. A bad file is a :class:`PolicyError`
+whose message names the path of the offending key.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies.findings import Severity
+
+DEFAULT_POLICY: dict[str, Any] = {
+    "apiVersion": "gpugate.io/v1alpha1",
+    "kind": "Policy",
+    "usage": {
+        "nodeKey": "maip.mxsf.io/node.usage",
+        "workloadKey": "maip.mxsf.io/usage",
+        "pools": {"training": ["training", "hybrid"], "inference": ["inference", "hybrid"]},
+        "preferredWeight": 100,
+        "scope": "gpu",
+        "defaults": {
+            "Deployment": "inference", "StatefulSet": "inference", "RayService": "inference",
+            "Job": "training", "PyTorchJob": "training", "RayJob": "training", "RayCluster": "training",
+            "ElasticJob": "training",
+        },
+    },
+    "controlPlaneTaint": "maip.mxsf.io/control-plane",
+    "gpu": {
+        "resources": {
+            "nvidia.com/gpu": "nvidia.com/gpu.product",
+            "metax-tech.com/gpu": "metax-tech.com/gpu.product",
+        },
+        "groupSizeAnnotation": "metax-tech.com/gpu-group-size",
+        "atomicGroupSizeAnnotation": "metax-tech.com/atomic-gpu-group-size",
+        "supernodeLabels": ["nvidia.com/gpu.clique"],
+    },
+    "queues": {"require": False},
+    "feasibility": {
+        "mode": "enforce",
+        "autoscaling": False,
+        "staleAfterSeconds": 30,
+        "budgetMilliseconds": 200,
+    },
+    "rules": {},
+    "exclude": {"namespaces": ["kube-system", "kube-public", "gpugate-system"]},
+    "custom": [],
+}
+
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_SEVERITY = {"enum": ["error", "warning", "info"]}
+
+# Extended by other modules (custom checks) through SCHEMA["properties"].
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "gpugate.io/v1alpha1"},
+        "kind": {"const": "Policy"},
+        "usage": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "nodeKey": {"type": "string", "minLength": 1},
+                "workloadKey": {"type": "string", "minLength": 1},
+                "pools": {"type": "object", "additionalProperties": {**_STR_LIST, "minItems": 1}},
+                "preferredWeight": {"type": "integer", "minimum": 1, "maximum": 100},
+                "scope": {"enum": ["gpu", "all"]},
+                "defaults": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+        "controlPlaneTaint": {"type": "string"},
+        "gpu": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "resources": {"type": "object", "additionalProperties": {"type": "string"}},
+                "groupSizeAnnotation": {"type": "string", "minLength": 1},
+                "atomicGroupSizeAnnotation": {"type": "string", "minLength": 1},
+                "supernodeLabels": _STR_LIST,
+            },
+        },
+        "queues": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"require": {"type": "boolean"}},
+        },
+        "feasibility": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "mode": {"enum": ["off", "warn", "enforce"]},
+                "autoscaling": {"type": "boolean"},
+                "staleAfterSeconds": {"type": "number", "exclusiveMinimum": 0},
+                "budgetMilliseconds": {"type": "number", "exclusiveMinimum": 0},
+            },
+        },
+        "rules": {
+            "type": "object",
+            "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_-]*$"},
+            "additionalProperties": {
+                "oneOf": [
+                    {"enum": ["off", "on", "error", "warning", "info"]},
+                    {"type": "boolean"},
+                    {"type": "object", "additionalProperties": False,
+                     "properties": {"severity": _SEVERITY, "enabled": {"type": "boolean"}}},
+                ]
+            },
+        },
+        "exclude": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"namespaces": _STR_LIST},
+        },
+        "custom": {"type": "array"},
+    },
+}
+
+
+class PolicyError(ValueError):
+    """The policy file is unreadable or invalid; the message names file and key path."""
+
+
+@dataclass(frozen=True)
+class RuleSetting:
+    enabled: bool = True
+    severity: Severity | None = None
+
+
+@dataclass
+class Policy:
+    """A validated policy, defaults filled in. Rules read it; nobody mutates it."""
+
+    data: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_POLICY))
+    source: str = "<defaults>"
+    # Filled by policies.custom when the file has custom checks (compiled once per load).
+    custom_checks: list[Any] = field(default_factory=list)
+
+    # -- typed views of the sections rules use most ---------------------------------
+    @property
+    def usage(self) -> dict[str, Any]:
+        return self.data["usage"]
+
+    @property
+    def gpu(self) -> dict[str, Any]:
+        return self.data["gpu"]
+
+    @property
+    def gpu_resources(self) -> dict[str, str]:
+        """Extended GPU resource name -> node label carrying the product."""
+        return self.data["gpu"]["resources"]
+
+    @property
+    def feasibility(self) -> dict[str, Any]:
+        return self.data["feasibility"]
+
+    @property
+    def excluded_namespaces(self) -> frozenset[str]:
+        return frozenset(self.data["exclude"]["namespaces"])
+
+    def rule_setting(self, rule_id: str, slug: str = "") -> RuleSetting:
+        raw = self.data["rules"].get(rule_id, self.data["rules"].get(slug)) if slug else \
+            self.data["rules"].get(rule_id)
+        if raw is None or raw == "on" or raw is True:
+            return RuleSetting()
+        if raw == "off" or raw is False:
+            return RuleSetting(enabled=False)
+        if isinstance(raw, str):
+            return RuleSetting(severity=Severity.parse(raw))
+        sev = raw.get("severity")
+        return RuleSetting(enabled=raw.get("enabled", True),
+                           severity=Severity.parse(sev) if sev else None)
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge for mappings; lists and scalars in ``override`` replace."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict) and key not in ("rules", "pools",
+                                                                                          "defaults",
+                                                                                          "resources"):
+            out[key] = _merge(out[key], value)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _error_path(error: Any) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def policy_from_data(data: Any, source: str = "<policy>") -> Policy:
+    """Validate and default a parsed policy document."""
+    import jsonschema
+
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: the policy must be a mapping, not {type(data).__name__}")
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        if first.validator == "additionalProperties":
+            unknown = sorted(set(first.instance) - set(first.schema.get("properties", {})))
+            where = _error_path(first)
+            key = ".".join(p for p in (where if where != "(top level)" else "", unknown[0] if unknown else "")
+                           if p)
+            message = f"unknown key {key!r}"
+        else:
+            message = f"{_error_path(first)}: {first.message}"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise PolicyError(f"{source}: invalid policy: {message}{more}")
+    policy = Policy(data=_merge(copy.deepcopy(DEFAULT_POLICY), data), source=source)
+    from policies import custom  # compiled once per load; raises PolicyError on bad entries
+
+    policy.custom_checks = custom.compile_checks(policy.data.get("custom") or [], source)
+    return policy
+
+
+def load_policy(path: str | Path) -> Policy:
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read policy file: {exc}") from None
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{path}: policy file is not valid YAML: {exc}") from None
+    return policy_from_data(data, str(path))
+
+
+CONFIG_FILENAME = ".gpugate.yaml"
+
+
+def find_policy_file(start: str | Path = ".") -> Path | None:
+    """``.gpugate.yaml`` in ``start`` or the nearest parent directory that has one."""
+    here = Path(start).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / CONFIG_FILENAME
+        if candidate.is_file():
+            return candidate
+    return None

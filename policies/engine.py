@@ -1,0 +1,140 @@
+"""The engine: one document in, findings and a JSON Patch out. Both front ends call
+:func:`evaluate`; nothing here knows which one is calling.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.config import Policy
+from policies.findings import Finding, ObjectRef, Problem
+from policies.patch import PatchOp, apply_patch
+from policies.registry import Rule, all_rules, get_rule
+from policies.workload import ShapeError, Workload, build_workload, is_kubernetes_object, object_ref
+
+log = logging.getLogger("gpugate.engine")
+
+IGNORE_ANNOTATION = "gpugate.io/ignore"
+
+
+@dataclass
+class Context:
+    """What a rule may look at besides the workload. Shared by every rule of one evaluation."""
+
+    policy: Policy
+    # Cluster snapshots (``policies.topology``); None: no topology was given, so rules that
+    # need one are not run. An empty or stale snapshot is the rules' business (GG406).
+    clusters: Sequence[Any] | None = None
+    # Per-evaluation memo for derived data several rules need (usage, GPU counts, ...).
+    cache: dict[str, Any] = field(default_factory=dict)
+    # Wall-clock deadline (time.monotonic()) for the feasibility checks; None: no budget.
+    deadline: float | None = None
+
+
+@dataclass
+class Evaluation:
+    """The outcome for one document."""
+
+    object: ObjectRef | None = None
+    workload: Workload | None = None
+    findings: list[Finding] = field(default_factory=list)
+    patch: list[PatchOp] = field(default_factory=list)
+    mutated: dict[str, Any] | None = None
+    skipped: bool = False               # not a Kubernetes object (values file, list, scalar)
+    excluded: bool = False              # namespace excluded by the policy
+
+    @property
+    def modeled(self) -> bool:
+        return self.workload is not None
+
+
+def ignored_rules(doc: dict[str, Any]) -> frozenset[str]:
+    meta = doc.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    value = annotations.get(IGNORE_ANNOTATION) if isinstance(annotations, dict) else None
+    if not isinstance(value, str):
+        return frozenset()
+    return frozenset(part.strip() for part in value.replace(";", ",").split(",") if part.strip())
+
+
+def _finding(rule: Rule, problem: Problem, ref: ObjectRef | None, policy: Policy) -> Finding:
+    setting = policy.rule_setting(rule.id, rule.slug)
+    severity = setting.severity or problem.severity or rule.severity
+    return Finding(rule=rule.id, slug=rule.slug, severity=severity, message=problem.message,
+                   path=problem.path, fixable=problem.fixable, object=ref)
+
+
+def input_finding(rule_id: str, message: str, path: str = "", ref: ObjectRef | None = None,
+                  policy: Policy | None = None) -> Finding:
+    """A finding of an input-stage rule (GG001, GG002), raised by parsers and the model."""
+    return _finding(get_rule(rule_id), Problem(message, path), ref, policy or Policy())
+
+
+def _run(rule: Rule, produce: Iterable[Any], ref: ObjectRef | None) -> Iterable[Any]:
+    """Guard one rule: an internal error is logged and reported, never raised."""
+    try:
+        yield from produce
+    except Exception as exc:  # noqa: BLE001 - a rule bug must not take the front end down
+        log.exception("rule %s failed on %s", rule.id, ref)
+        yield Problem(f"internal error in rule {rule.id} ({type(exc).__name__}: {exc}); "
+                      "please report this", "", None)
+
+
+def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
+             deadline: float | None = None) -> Evaluation:
+    """Mutate, then validate the mutated object, as the API server would see it."""
+    if not is_kubernetes_object(doc):
+        return Evaluation(skipped=True)
+    ref = object_ref(doc)
+    if ref.namespace in policy.excluded_namespaces:
+        return Evaluation(object=ref, excluded=True)
+    try:
+        workload = build_workload(doc)
+    except ShapeError as exc:
+        return Evaluation(object=ref, findings=[input_finding("GG002", f"{ref}: {exc.message}", exc.path,
+                                                              ref, policy)])
+    if workload is None:
+        return Evaluation(object=ref)
+
+    ignored = ignored_rules(doc)
+    ctx = Context(policy=policy, clusters=clusters, deadline=deadline)
+    result = Evaluation(object=ref, workload=workload)
+    rules = [r for r in all_rules().values()
+             if r.id not in ignored and r.slug not in ignored and policy.rule_setting(r.id, r.slug).enabled]
+
+    current = doc
+    for rule in (r for r in rules if r.mutate is not None):
+        for item in _run(rule, rule.mutate(workload, ctx), ref):  # type: ignore[misc]
+            if isinstance(item, Problem):  # internal error
+                result.findings.append(_finding(rule, item, ref, policy))
+                continue
+            problem, ops = item
+            result.findings.append(_finding(rule, problem, ref, policy))
+            if ops:
+                if current is doc:
+                    current = copy.deepcopy(doc)
+                apply_patch(current, ops, in_place=True)
+                result.patch.extend(ops)
+        if current is not doc and current is not workload.doc:
+            try:
+                workload = build_workload(current) or workload
+            except ShapeError:  # our own patch never breaks the shape; keep the last good model
+                pass
+            ctx.cache.clear()
+    result.mutated = current if result.patch else None
+    result.workload = workload
+
+    for rule in rules:
+        if rule.check is None or (rule.needs_topology and clusters is None):
+            continue
+        for problem in _run(rule, rule.check(workload, ctx), ref):
+            result.findings.append(_finding(rule, problem, ref, policy))
+    for check in policy.custom_checks:
+        if check.id in ignored or check.slug in ignored:
+            continue
+        result.findings.extend(check.evaluate(workload, ref, policy))
+    return result

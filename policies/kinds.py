@@ -1,0 +1,161 @@
+"""The one table of supported kinds: where each keeps its pod templates, gang minimum,
+queue and scheduler. Adding a kind is adding a row here; nothing else branches on kind.
+
+Paths are JSON Pointers (RFC 6901) from the object's root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+RAY_SCHEDULER_LABEL = "ray.io/scheduler-name"
+GROUP_MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class PodSetSource:
+    """One family of pod templates inside a kind.
+
+    ``layout`` says what sits at ``at``: ``single`` is one entry, ``list`` a list of
+    entries named by ``name_key``, ``map`` a mapping whose keys name the entries.
+    ``template`` is the key of the pod template inside an entry ("" when the entry
+    *is* the pod, as for a bare Pod).
+    """
+
+    at: str
+    layout: Literal["single", "list", "map"] = "single"
+    name: str = ""                       # fixed name for ``single``
+    name_key: str = "name"               # ``list`` entries
+    template: str = "template"
+    replicas: str | None = "replicas"    # key in the entry; None: always one pod
+    hosts: str | None = None             # Ray multi-host groups: pods per replica
+    min_replicas: str | None = None      # used instead of ``replicas`` when autoscaling
+    min_available: str | None = None     # per-entry gang minimum (Volcano task minAvailable)
+    counted: bool = True                 # counts towards the gang minimum
+    optional: bool = True                # absent is fine (RayJob without submitter template)
+
+
+@dataclass(frozen=True)
+class QueueSource:
+    """Where a queue name may be written. ``scope`` is ``object`` or ``template``."""
+
+    at: str
+    system: Literal["volcano", "kueue"]
+    scope: Literal["object", "template"] = "object"
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    group: str
+    kind: str
+    pod_sets: tuple[PodSetSource, ...]
+    gang_min: str | None = None               # explicit gang minimum
+    queues: tuple[QueueSource, ...] = ()
+    default_queue: str | None = None          # what the controller uses when none is named
+    scheduler: str | None = None              # object-level schedulerName (template overrides)
+    scheduler_override: str | None = None     # wins over the templates (Ray's legacy label)
+    default_scheduler: str = DEFAULT_SCHEDULER
+    autoscaling: str | None = None            # flag that switches Ray groups to minReplicas
+    pytorch_style: bool = False               # gpu-podaffinity acts on these
+    pytorch_if: str | None = None             # ... or on objects where this path exists
+    resource: str = ""                        # plural, for webhook rules and RBAC
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+
+_TEMPLATE_VOLCANO_QUEUE = QueueSource(
+    "/metadata/annotations/" + VOLCANO_QUEUE_ANNOTATION.replace("/", "~1"), "volcano", "template")
+_KUEUE = QueueSource("/metadata/labels/" + KUEUE_QUEUE_LABEL.replace("/", "~1"), "kueue")
+_RAY_QUEUE = QueueSource("/metadata/labels/" + VOLCANO_QUEUE_LABEL.replace("/", "~1"), "volcano")
+
+
+def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
+    return KindSpec(
+        group="kubeflow.org", kind=kind, resource=resource,
+        pod_sets=(PodSetSource(f"/spec/{specs_key}", layout="map"),),
+        gang_min="/spec/runPolicy/schedulingPolicy/minAvailable",
+        queues=(QueueSource("/spec/runPolicy/schedulingPolicy/queue", "volcano"), _KUEUE),
+        default_queue="default",
+        pytorch_style=kind == "PyTorchJob",
+    )
+
+
+def _ray(kind: str, cluster: str, resource: str, extra: tuple[PodSetSource, ...] = ()) -> KindSpec:
+    """RayJob and RayService embed a whole RayCluster spec at ``cluster``."""
+    return KindSpec(
+        group="ray.io", kind=kind, resource=resource,
+        pod_sets=(
+            PodSetSource(f"{cluster}/headGroupSpec", name="head", replicas=None),
+            PodSetSource(f"{cluster}/workerGroupSpecs", layout="list", name_key="groupName",
+                         hosts="numOfHosts", min_replicas="minReplicas"),
+            *extra,
+        ),
+        queues=(_RAY_QUEUE, _KUEUE),
+        scheduler_override="/metadata/labels/" + RAY_SCHEDULER_LABEL.replace("/", "~1"),
+        autoscaling=f"{cluster}/enableInTreeAutoscaling",
+    )
+
+
+KINDS: tuple[KindSpec, ...] = (
+    KindSpec(
+        group="", kind="Pod", resource="pods",
+        pod_sets=(PodSetSource("", name="pod", template="", replicas=None, optional=False),),
+        gang_min="/metadata/annotations/" + GROUP_MIN_MEMBER_ANNOTATION.replace("/", "~1"),
+        queues=(QueueSource("/metadata/annotations/" + VOLCANO_QUEUE_ANNOTATION.replace("/", "~1"),
+                            "volcano"), _KUEUE),
+    ),
+    *(
+        KindSpec(group="apps", kind=k, resource=r, pod_sets=(PodSetSource("/spec", name="pods"),),
+                 queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE))
+        for k, r in (("Deployment", "deployments"), ("StatefulSet", "statefulsets"),
+                     ("ReplicaSet", "replicasets"))
+    ),
+    KindSpec(group="batch", kind="Job", resource="jobs",
+             pod_sets=(PodSetSource("/spec", name="pods", replicas="parallelism"),),
+             queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE)),
+    KindSpec(group="batch", kind="CronJob", resource="cronjobs",
+             pod_sets=(PodSetSource("/spec/jobTemplate/spec", name="pods", replicas="parallelism"),),
+             queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE)),
+    KindSpec(
+        group="batch.volcano.sh", kind="Job", resource="jobs",
+        pod_sets=(PodSetSource("/spec/tasks", layout="list", min_available="minAvailable"),),
+        gang_min="/spec/minAvailable",
+        queues=(QueueSource("/spec/queue", "volcano"), _KUEUE),
+        default_queue="default",
+        scheduler="/spec/schedulerName",
+        default_scheduler="volcano",
+        pytorch_if="/spec/plugins/pytorch",
+    ),
+    KindSpec(group="scheduling.volcano.sh", kind="PodGroup", resource="podgroups", pod_sets=(),
+             gang_min="/spec/minMember", queues=(QueueSource("/spec/queue", "volcano"),),
+             default_queue="default", default_scheduler="volcano"),
+    _kubeflow("PyTorchJob", "pytorchReplicaSpecs", "pytorchjobs"),
+    _kubeflow("TFJob", "tfReplicaSpecs", "tfjobs"),
+    _kubeflow("XGBoostJob", "xgbReplicaSpecs", "xgboostjobs"),
+    _kubeflow("PaddleJob", "paddleReplicaSpecs", "paddlejobs"),
+    _kubeflow("JAXJob", "jaxReplicaSpecs", "jaxjobs"),
+    _kubeflow("MPIJob", "mpiReplicaSpecs", "mpijobs"),
+    _ray("RayCluster", "/spec", "rayclusters"),
+    _ray("RayJob", "/spec/rayClusterSpec", "rayjobs",
+         extra=(PodSetSource("/spec/submitterPodTemplate", name="submitter", template="", replicas=None,
+                             counted=False),)),
+    _ray("RayService", "/spec/rayClusterConfig", "rayservices"),
+    KindSpec(group="elastic.iml.github.io", kind="ElasticJob", resource="elasticjobs",
+             pod_sets=(PodSetSource("/spec/replicaSpecs", layout="map"),),
+             pytorch_style=True),
+)
+
+_BY_GROUP_KIND: dict[tuple[str, str], KindSpec] = {(k.group, k.kind): k for k in KINDS}
+
+
+def kind_spec(api_version: str, kind: str) -> KindSpec | None:
+    """The row for an object, matched on API group and kind (any version)."""
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    return _BY_GROUP_KIND.get((group, kind))

@@ -1,0 +1,58 @@
+"""A small RFC 6902 applier for the operations gpugate itself emits (add, replace,
+remove, test), so that validation can run on the mutated object without a dependency.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from policies.findings import split_pointer
+
+PatchOp = dict[str, Any]
+
+
+class PatchError(ValueError):
+    pass
+
+
+def apply_patch(doc: Any, ops: list[PatchOp], in_place: bool = False) -> Any:
+    target = doc if in_place else copy.deepcopy(doc)
+    for op in ops:
+        target = _apply(target, op)
+    return target
+
+
+def _apply(doc: Any, op: PatchOp) -> Any:
+    tokens = split_pointer(op["path"])
+    kind = op["op"]
+    if not tokens:
+        if kind in ("add", "replace"):
+            return copy.deepcopy(op["value"])
+        raise PatchError(f"cannot {kind} the whole document")
+    parent: Any = doc
+    for token in tokens[:-1]:
+        parent = parent[int(token)] if isinstance(parent, list) else parent[token]
+    last = tokens[-1]
+    if isinstance(parent, list):
+        index = len(parent) if last == "-" else int(last)
+        if kind == "add":
+            parent.insert(index, copy.deepcopy(op["value"]))
+        elif kind == "replace":
+            parent[index] = copy.deepcopy(op["value"])
+        elif kind == "remove":
+            del parent[index]
+        elif kind == "test" and parent[index] != op["value"]:
+            raise PatchError(f"test failed at {op['path']}")
+    elif isinstance(parent, dict):
+        if kind in ("add", "replace"):
+            if kind == "replace" and last not in parent:
+                raise PatchError(f"replace of missing {op['path']}")
+            parent[last] = copy.deepcopy(op["value"])
+        elif kind == "remove":
+            del parent[last]
+        elif kind == "test" and parent.get(last) != op["value"]:
+            raise PatchError(f"test failed at {op['path']}")
+    else:
+        raise PatchError(f"{op['path']}: parent is not a container")
+    return doc

@@ -1,0 +1,106 @@
+"""Exact Kubernetes resource quantities.
+
+The grammar is the one of ``k8s.io/apimachinery/pkg/api/resource``::
+
+    quantity ::= <signedNumber><suffix>
+    suffix   ::= Ki | Mi | Gi | Ti | Pi | Ei | n | u | m | "" | k | M | G | T | P | E
+               | (e|E)<signedNumber>
+
+Values are kept as :class:`fractions.Fraction`, so ``0.1`` CPU plus ``0.2`` CPU is
+exactly ``300m``. For the scheduler's arithmetic a quantity is turned into an
+integer the way the scheduler does it: CPU in millicores, everything else in units,
+both rounded up (``Quantity.MilliValue`` / ``Quantity.Value``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+__all__ = ["QuantityError", "parse_quantity", "scheduler_units", "format_quantity", "is_cpu"]
+
+
+class QuantityError(ValueError):
+    """A value that is not a Kubernetes quantity."""
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "P": Fraction(10**15), "E": Fraction(10**18),
+}
+_RE = re.compile(
+    r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+# Kubernetes rejects quantities whose exponent is absurd; so do we (and a huge
+# exponent would make Fraction arithmetic explode).
+_MAX_EXPONENT = 64
+_MAX_LEN = 128
+
+
+def parse_quantity(value: object) -> Fraction:
+    """Parse a quantity given as a YAML string, int or float.
+
+    Raises :class:`QuantityError` with a short reason for anything else.
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is a boolean, not a quantity")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a finite number")
+        # repr() is the shortest string that reads back as the same float: 0.1 -> "0.1"
+        return parse_quantity(repr(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"expected a quantity string or number, got {type(value).__name__}")
+    text = value.strip()
+    if not text or len(text) > _MAX_LEN:
+        raise QuantityError(f"{value!r} is not a quantity")
+    m = _RE.fullmatch(text)
+    if m is None:
+        raise QuantityError(f"{value!r} is not a quantity (expected e.g. 500m, 2, 1.5Gi, 1e3)")
+    number = Fraction(m.group("num"))
+    suffix = m.group("suffix") or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    exponent = int(suffix[1:])
+    if abs(exponent) > _MAX_EXPONENT:
+        raise QuantityError(f"{value!r}: exponent out of range")
+    return number * Fraction(10) ** exponent
+
+
+def is_cpu(resource: str) -> bool:
+    return resource == "cpu"
+
+
+def scheduler_units(resource: str, amount: Fraction) -> int:
+    """The integer the scheduler compares: millicores for CPU, units otherwise, rounded up."""
+    if is_cpu(resource):
+        return math.ceil(amount * 1000)
+    return math.ceil(amount)
+
+
+def format_quantity(resource: str, units: int | Fraction) -> str:
+    """Human text for a scheduler-unit value: ``1500m`` -> ``1.5``, bytes -> ``Gi``."""
+    if is_cpu(resource):
+        cores = Fraction(units) / 1000
+        return _plain(cores)
+    amount = Fraction(units)
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for suffix, factor in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20),
+                               ("Ki", 2**10)):
+            if amount >= factor and (amount * 10) % factor == 0:
+                return _plain(amount / factor) + suffix
+    return _plain(amount)
+
+
+def _plain(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.6g}"

@@ -1,0 +1,126 @@
+"""The rule registry: every module in :mod:`policies.rules` is one rule.
+
+A rule module, like a yamllint rule, is its own documentation::
+
+    \"\"\"One-line summary.
+
+    Why it matters, what it checks, defaults (markdown).
+
+    ```yaml pass
+    <a manifest that passes>
+    ```
+
+    ```yaml fail
+    <a manifest that fails>
+    ```
+    \"\"\"
+    ID = "GG202"
+    SLUG = "gpu-group-size-divisible"
+    SEVERITY = Severity.ERROR
+
+    def check(workload: Workload, ctx: Context) -> Iterator[Problem]: ...
+
+Optional module attributes: ``NEEDS_TOPOLOGY = True`` (runs only when a cluster
+snapshot is given), ``STAGE = "input"`` (reported by the front end's parser, no
+``check``), and ``mutate(workload, ctx) -> Iterator[tuple[Problem, list[PatchOp]]]`` for
+rules that change the object (their problems are ``fixable``).
+
+Fenced blocks in the docstring are the rule's examples and run as tests: ``yaml pass``
+and ``yaml fail`` are manifests (several documents allowed), ``yaml policy`` is a policy
+file and ``yaml cluster`` a cluster snapshot used by the examples of that rule.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from policies.findings import Problem, Severity
+
+
+@dataclass(frozen=True)
+class Example:
+    role: str           # pass | fail | policy | cluster
+    text: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    slug: str
+    severity: Severity
+    doc: str
+    module: str
+    check: Callable[..., Iterable[Problem]] | None
+    mutate: Callable[..., Iterable[tuple[Problem, list[dict[str, Any]]]]] | None
+    needs_topology: bool
+    stage: str
+
+    @property
+    def summary(self) -> str:
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+    @property
+    def examples(self) -> list[Example]:
+        return [Example(role, _dedent(body)) for role, body in _FENCE.findall(self.doc)]
+
+
+_FENCE = re.compile(r"^[ \t]*```yaml (pass|fail|policy|cluster)[ \t]*\n(.*?)^[ \t]*```[ \t]*$",
+                    re.MULTILINE | re.DOTALL)
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(text)
+
+
+def _rule_from_module(module: ModuleType) -> Rule:
+    return Rule(
+        id=module.ID,
+        slug=module.SLUG,
+        severity=module.SEVERITY,
+        doc=_dedent(module.__doc__ or ""),
+        module=module.__name__,
+        check=getattr(module, "check", None),
+        mutate=getattr(module, "mutate", None),
+        needs_topology=getattr(module, "NEEDS_TOPOLOGY", False),
+        stage=getattr(module, "STAGE", "mutate" if hasattr(module, "mutate") else "validate"),
+    )
+
+
+_RULES: dict[str, Rule] | None = None
+
+
+def all_rules() -> dict[str, Rule]:
+    """Rules by ID, in ID order. Imported once, on first use."""
+    global _RULES
+    if _RULES is None:
+        import policies.rules as package
+
+        found: dict[str, Rule] = {}
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            if not hasattr(module, "ID"):
+                continue
+            rule = _rule_from_module(module)
+            if rule.id in found:
+                raise RuntimeError(f"duplicate rule id {rule.id} in {module.__name__}")
+            found[rule.id] = rule
+        _RULES = dict(sorted(found.items()))
+    return _RULES
+
+
+def get_rule(rule_id: str) -> Rule:
+    return all_rules()[rule_id]
+
+
+def iter_rules(stage: str) -> Iterator[Rule]:
+    return (r for r in all_rules().values() if r.stage == stage)

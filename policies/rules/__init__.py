@@ -1,0 +1,1 @@
+"""One module per rule; see :mod:`policies.registry` for the contract."""

@@ -1,0 +1,364 @@
+"""The workload model: any supported object normalised into one :class:`Workload`.
+
+Built from the kind table in :mod:`policies.kinds`; this module never branches on kind.
+A field of the wrong type where the model needs it raises :class:`ShapeError`, which
+the engine reports as GG002 (invalid-object).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from policies.findings import ObjectRef, join_pointer, split_pointer
+from policies.kinds import DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
+
+__all__ = ["ShapeError", "PodSet", "QueueRef", "Workload", "build_workload", "resolve", "MISSING"]
+
+
+class ShapeError(ValueError):
+    """A field whose type or shape the model cannot use; ``path`` is a JSON Pointer."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+def resolve(doc: Any, pointer: str) -> Any:
+    """The value at a JSON Pointer, or :data:`MISSING` (never raises)."""
+    node = doc
+    for token in split_pointer(pointer):
+        if isinstance(node, Mapping):
+            if token not in node:
+                return MISSING
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return MISSING
+    return node
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def expect_mapping(value: Any, path: str, what: str) -> dict[str, Any]:
+    if value is MISSING or value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ShapeError(f"{what} must be a mapping, not {_type_name(value)}", path)
+    return value
+
+
+def expect_list(value: Any, path: str, what: str) -> list[Any]:
+    if value is MISSING or value is None:
+        return []
+    if not isinstance(value, list):
+        raise ShapeError(f"{what} must be a list, not {_type_name(value)}", path)
+    return value
+
+
+def expect_count(value: Any, path: str, what: str, default: int | None) -> int | None:
+    """A non-negative integer field such as ``replicas``."""
+    if value is MISSING or value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ShapeError(f"{what} must be an integer, not {_type_name(value)} {value!r}", path)
+    if value < 0:
+        raise ShapeError(f"{what} must not be negative (got {value})", path)
+    return value
+
+
+def _string_map(value: Any, path: str, what: str) -> dict[str, str]:
+    mapping = expect_mapping(value, path, what)
+    for key, item in mapping.items():
+        if not isinstance(key, str):
+            raise ShapeError(f"{what} keys must be strings, not {_type_name(key)} {key!r}", path)
+        if not isinstance(item, str):
+            raise ShapeError(
+                f"{what} values must be strings: {key} is {_type_name(item)} {item!r} (quote it)",
+                join_pointer(path, key))
+    return mapping
+
+
+@dataclass
+class PodSet:
+    """One family of identical pods the workload will create."""
+
+    name: str
+    replicas: int               # pods at full size
+    gang_count: int             # pods of this set counted in the gang minimum
+    counted: bool               # False: outside the gang (RayJob submitter)
+    template: dict[str, Any]    # {metadata, spec}
+    path: str                   # JSON Pointer of the template
+    scheduler: str
+    _requests: dict[str, Fraction] | None = field(default=None, repr=False)
+    _request_errors: list[tuple[str, str]] = field(default_factory=list, repr=False)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        spec = self.template.get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+    @property
+    def spec_path(self) -> str:
+        return self.path + "/spec"
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        meta = self.template.get("metadata")
+        return meta if isinstance(meta, dict) else {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        value = self.metadata.get("annotations")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        value = self.metadata.get("labels")
+        return value if isinstance(value, dict) else {}
+
+    def containers(self, init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(JSON Pointer, container) for every container, init containers first."""
+        keys = ("initContainers", "containers") if init else ("containers",)
+        for key in keys:
+            items = self.spec.get(key)
+            if isinstance(items, list):
+                for i, c in enumerate(items):
+                    if isinstance(c, dict):
+                        yield f"{self.spec_path}/{key}/{i}", c
+
+    @property
+    def requests(self) -> dict[str, Fraction]:
+        """The effective pod request the scheduler sees (see :mod:`policies.resources`)."""
+        if self._requests is None:
+            from policies.resources import pod_requests
+
+            self._requests, self._request_errors = pod_requests(self.spec, self.spec_path)
+        return self._requests
+
+    @property
+    def request_errors(self) -> list[tuple[str, str]]:
+        """(JSON Pointer, reason) for every quantity that does not parse."""
+        _ = self.requests
+        return self._request_errors
+
+
+@dataclass(frozen=True)
+class QueueRef:
+    name: str
+    system: str                 # volcano | kueue
+    path: str                   # where it was written ("" when defaulted)
+    explicit: bool
+
+
+@dataclass
+class Workload:
+    doc: dict[str, Any]
+    spec: KindSpec
+    ref: ObjectRef
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    pod_sets: list[PodSet]
+    gang_min: int
+    gang_min_path: str          # "" when derived from replicas
+    queues: list[QueueRef]
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def namespace(self) -> str | None:
+        return self.ref.namespace
+
+    @property
+    def name(self) -> str:
+        return self.ref.name or "<unnamed>"
+
+    @property
+    def queue(self) -> QueueRef | None:
+        """The queue the gang is admitted through: an explicit one first."""
+        for q in self.queues:
+            if q.explicit:
+                return q
+        return self.queues[0] if self.queues else None
+
+    @property
+    def gang_pod_sets(self) -> list[PodSet]:
+        return [p for p in self.pod_sets if p.counted]
+
+    @property
+    def schedulers(self) -> set[str]:
+        return {p.scheduler for p in self.pod_sets}
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(p.replicas for p in self.gang_pod_sets)
+
+    @property
+    def pytorch_style(self) -> bool:
+        if self.spec.pytorch_style:
+            return True
+        return self.spec.pytorch_if is not None and resolve(self.doc, self.spec.pytorch_if) is not MISSING
+
+    def __str__(self) -> str:
+        return str(self.ref)
+
+
+def object_ref(doc: Mapping[str, Any]) -> ObjectRef:
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    ns, name = meta.get("namespace"), meta.get("name") or meta.get("generateName")
+    return ObjectRef(str(doc.get("apiVersion", "")), str(doc.get("kind", "")),
+                     ns if isinstance(ns, str) else None, name if isinstance(name, str) else None)
+
+
+def is_kubernetes_object(doc: Any) -> bool:
+    """A mapping with string apiVersion and kind: anything else is skipped, not judged."""
+    return (isinstance(doc, dict) and isinstance(doc.get("apiVersion"), str)
+            and isinstance(doc.get("kind"), str))
+
+
+def build_workload(doc: dict[str, Any]) -> Workload | None:
+    """The workload for a Kubernetes object, or None for kinds gpugate does not model.
+
+    Raises :class:`ShapeError` when a field the model needs has the wrong type.
+    """
+    spec = kind_spec(doc["apiVersion"], doc["kind"])
+    if spec is None:
+        return None
+    meta = expect_mapping(doc.get("metadata", MISSING), "/metadata", "metadata")
+    labels = _string_map(meta.get("labels", MISSING), "/metadata/labels", "metadata.labels")
+    annotations = _string_map(meta.get("annotations", MISSING), "/metadata/annotations",
+                              "metadata.annotations")
+    expect_mapping(doc.get("spec", MISSING), "/spec", "spec")
+
+    override = _scheduler_at(doc, spec.scheduler_override)
+    object_default = _scheduler_at(doc, spec.scheduler) or spec.default_scheduler
+    autoscaling = spec.autoscaling is not None and resolve(doc, spec.autoscaling) is True
+    pod_sets: list[PodSet] = []
+    for source in spec.pod_sets:
+        pod_sets.extend(_pod_sets(doc, source, override, object_default, autoscaling))
+
+    gang_min, gang_min_path = _gang_min(doc, spec, pod_sets)
+    return Workload(doc=doc, spec=spec, ref=object_ref(doc), labels=labels, annotations=annotations,
+                    pod_sets=pod_sets, gang_min=gang_min, gang_min_path=gang_min_path,
+                    queues=_queues(doc, spec, pod_sets))
+
+
+def _scheduler_at(doc: dict[str, Any], pointer: str | None) -> str | None:
+    if pointer is None:
+        return None
+    value = resolve(doc, pointer)
+    if value is MISSING or value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ShapeError(f"scheduler name must be a string, not {_type_name(value)}", pointer)
+    return value
+
+
+def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, str, Any]]:
+    """(name, JSON Pointer, entry) for each entry of a pod-set source."""
+    value = resolve(doc, source.at)
+    what = source.at.rsplit("/", 1)[-1] or "object"
+    if source.layout == "single":
+        if value is MISSING or value is None:
+            return
+        yield source.name, source.at, expect_mapping(value, source.at, what)
+    elif source.layout == "list":
+        for i, entry in enumerate(expect_list(value, source.at, what)):
+            path = f"{source.at}/{i}"
+            entry = expect_mapping(entry, path, f"{what}[{i}]")
+            name = entry.get(source.name_key)
+            yield (name if isinstance(name, str) and name else f"{what}[{i}]"), path, entry
+    else:
+        for key, entry in expect_mapping(value, source.at, what).items():
+            path = join_pointer(source.at, str(key))
+            yield str(key), path, expect_mapping(entry, path, f"{what}.{key}")
+
+
+def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, object_default: str,
+              autoscaling: bool) -> Iterator[PodSet]:
+    for name, path, entry in _entries(doc, source):
+        if source.template:
+            template_path = f"{path}/{source.template}"
+            template = expect_mapping(entry.get(source.template, MISSING), template_path,
+                                      f"{name}.{source.template}")
+        else:
+            template_path, template = path, entry
+        meta = expect_mapping(template.get("metadata", MISSING), template_path + "/metadata",
+                              "template metadata")
+        _string_map(meta.get("labels", MISSING), template_path + "/metadata/labels", "template labels")
+        _string_map(meta.get("annotations", MISSING), template_path + "/metadata/annotations",
+                    "template annotations")
+        pod_spec = expect_mapping(template.get("spec", MISSING), template_path + "/spec", "pod spec")
+        for key in ("containers", "initContainers"):
+            for i, c in enumerate(expect_list(pod_spec.get(key, MISSING), f"{template_path}/spec/{key}", key)):
+                c_path = f"{template_path}/spec/{key}/{i}"
+                res = expect_mapping(expect_mapping(c, c_path, f"{key}[{i}]").get("resources", MISSING),
+                                     c_path + "/resources", "resources")
+                for part in ("requests", "limits"):
+                    expect_mapping(res.get(part, MISSING), f"{c_path}/resources/{part}", f"resources.{part}")
+
+        replicas = 1
+        if source.replicas is not None:
+            key = source.min_replicas if autoscaling and source.min_replicas else source.replicas
+            replicas = expect_count(entry.get(key, MISSING), f"{path}/{key}", key, 1) or 0
+        if source.hosts is not None:
+            hosts = expect_count(entry.get(source.hosts, MISSING), f"{path}/{source.hosts}", source.hosts, 1)
+            replicas *= hosts or 0
+        gang_count = replicas
+        if source.min_available is not None:
+            own = expect_count(entry.get(source.min_available, MISSING), f"{path}/{source.min_available}",
+                               source.min_available, None)
+            gang_count = replicas if own is None else own
+
+        scheduler = override or _scheduler_at(template, "/spec/schedulerName") or object_default
+        yield PodSet(name=name, replicas=replicas, gang_count=gang_count, counted=source.counted,
+                     template=template, path=template_path, scheduler=scheduler or DEFAULT_SCHEDULER)
+
+
+def _gang_min(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> tuple[int, str]:
+    derived = sum(p.gang_count for p in pod_sets if p.counted)
+    if spec.gang_min is None:
+        return derived, ""
+    value = resolve(doc, spec.gang_min)
+    if isinstance(value, str) and value.strip().isdigit():  # annotations are strings
+        value = int(value)
+    explicit = expect_count(value, spec.gang_min, spec.gang_min.rsplit("/", 1)[-1].replace("~1", "/"), None)
+    if explicit is None:
+        return (derived if pod_sets else 0), ""
+    return explicit, spec.gang_min
+
+
+def _queues(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> list[QueueRef]:
+    found: list[QueueRef] = []
+    for source in spec.queues:
+        places = [(p.template, p.path) for p in pod_sets] if source.scope == "template" else [(doc, "")]
+        for root, base in places:
+            value = resolve(root, source.at)
+            if value is MISSING or value is None:
+                continue
+            path = base + source.at
+            if not isinstance(value, str):
+                raise ShapeError(f"queue name must be a string, not {_type_name(value)}", path)
+            if not any(q.name == value and q.system == source.system for q in found):
+                found.append(QueueRef(value, source.system, path, explicit=True))
+    if spec.default_queue and not any(q.system == "volcano" for q in found):
+        found.append(QueueRef(spec.default_queue, "volcano", "", explicit=False))
+    return found

@@ -1,0 +1,1 @@
+"""The admission webhook front end: AdmissionReview in, AdmissionReview out."""
