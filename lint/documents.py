@@ -19,6 +19,7 @@ from policies.findings import split_pointer
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
+_COLLECTIONS = frozenset({"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"})
 _SAFE = yaml.constructor.SafeConstructor()
 _SCALARS = {
     "tag:yaml.org,2002:null": lambda n: None,
@@ -29,6 +30,16 @@ _SCALARS = {
     "tag:yaml.org,2002:timestamp": lambda n: n.value,
     "tag:yaml.org,2002:binary": lambda n: n.value,
 }
+
+
+# Bounds for hostile input (each is a GG001 finding, never a crash): PyYAML's C composer
+# recurses per nesting level and overflows the C stack on deep input, so depth is
+# checked first; aliases are shared, but anything that walks a document would pay the
+# expanded size, so that is bounded too.
+MAX_DEPTH = 512
+MAX_EXPANDED_NODES = 1_000_000
+MAX_FILE_BYTES = 32 * 1024 * 1024
+_COMPOSER_SAFE_BYTES = 16 * 1024   # the C composer survived 20,000 levels when measured
 
 
 class DocumentError(Exception):
@@ -61,6 +72,22 @@ class Document:
             node = child
         return node.start_mark.line + 1, node.start_mark.column + 1
 
+    def header(self) -> tuple[str, str] | None:
+        """(apiVersion, kind) read off the node tree without building values, or None
+        when the document is not a Kubernetes object."""
+        node = self.node
+        if not isinstance(node, MappingNode):
+            return None
+        found: dict[str, str] = {}
+        for key, value in node.value:
+            if isinstance(key, ScalarNode) and key.value in ("apiVersion", "kind"):
+                if not (isinstance(value, ScalarNode) and value.tag == _STR):
+                    return None
+                found[key.value] = value.value
+        if len(found) != 2:
+            return None
+        return found["apiVersion"], found["kind"]
+
 
 def _child(node: Node, token: str) -> Node | None:
     if isinstance(node, MappingNode):
@@ -74,15 +101,44 @@ def _child(node: Node, token: str) -> Node | None:
     return None
 
 
-def _construct(root: Node) -> Any:
-    """Values from a node tree. Shared (aliased) nodes give shared values, so an alias
-    bomb costs memory linear in the text, as in PyYAML itself."""
-    memo: dict[int, Any] = {}
+def _mark(node: Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
 
-    def build(node: Node) -> Any:
+
+def _expanded_size(root: Node) -> int:
+    """Nodes the document would have with every alias expanded (memoised: linear time)."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, SequenceNode):
+            total += sum(size(c) for c in node.value)
+        elif isinstance(node, MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        sizes[id(node)] = total = min(total, MAX_EXPANDED_NODES + 1)
+        return total
+
+    return size(root)
+
+
+def construct(root: Node) -> Any:
+    """Values from a node tree. Shared (aliased) nodes give shared values, so an alias
+    bomb costs memory linear in the text, as in PyYAML itself; its expanded size is
+    bounded all the same, because rules and schemas walk values as trees."""
+    memo: dict[int, Any] = {}
+    aliased = False
+
+    def build(node: Node, depth: int) -> Any:
+        nonlocal aliased
         key = id(node)
         if key in memo:
+            aliased = True
             return memo[key]
+        if depth > MAX_DEPTH:
+            raise DocumentError(f"document nests deeper than {MAX_DEPTH} levels", *_mark(node))
         if isinstance(node, ScalarNode):
             if node.tag == _STR:
                 value: Any = node.value
@@ -94,27 +150,34 @@ def _construct(root: Node) -> Any:
                 value = convert(node)
             memo[key] = value
             return value
+        if node.tag not in _COLLECTIONS:
+            raise DocumentError(f"unsupported YAML tag {node.tag!r}", *_mark(node))
         if isinstance(node, SequenceNode):
             items: list[Any] = []
             memo[key] = items
-            items.extend(build(child) for child in node.value)
+            items.extend(build(child, depth + 1) for child in node.value)
             return items
         if isinstance(node, MappingNode):
             mapping: dict[Any, Any] = {}
             memo[key] = mapping
             for k_node, v_node in node.value:
                 if k_node.tag == _MERGE:
-                    _merge_into(mapping, build(v_node), v_node)
+                    _merge_into(mapping, build(v_node, depth + 1), v_node)
                     continue
-                k = build(k_node)
+                k = build(k_node, depth + 1)
                 if isinstance(k, (list, dict)):
-                    raise DocumentError("a mapping key must be a scalar", k_node.start_mark.line + 1,
-                                        k_node.start_mark.column + 1)
-                mapping[k] = build(v_node)
+                    raise DocumentError("a mapping key must be a scalar", *_mark(k_node))
+                if k in mapping:  # kubectl refuses these: "mapping key already defined"
+                    raise DocumentError(f"duplicate key {k!r} in a mapping", *_mark(k_node))
+                mapping[k] = build(v_node, depth + 1)
             return mapping
         raise DocumentError(f"unexpected YAML node {type(node).__name__}")
 
-    return build(root)
+    value = build(root, 1)
+    if aliased and _expanded_size(root) > MAX_EXPANDED_NODES:
+        raise DocumentError(f"document expands to more than {MAX_EXPANDED_NODES:,} nodes through aliases "
+                            "(an alias bomb?)", *_mark(root))
+    return value
 
 
 def _merge_into(mapping: dict[Any, Any], value: Any, node: Node) -> None:
@@ -135,18 +198,55 @@ def _yaml_error(exc: yaml.YAMLError) -> DocumentError:
     return DocumentError(text, mark.line + 1, mark.column + 1)
 
 
-def iter_documents(text: str | bytes) -> Iterator[Document | DocumentError]:
+def _nesting_error(text: str | bytes) -> DocumentError | None:
+    """A DocumentError if the stream nests deeper than MAX_DEPTH.
+
+    The composer only overflows far deeper than a short text can nest (every level
+    takes a character), so short texts skip this; :func:`construct` enforces the same
+    bound on them. Longer ones are walked event by event: libyaml's parser is iterative,
+    so this walk is safe where composing is not.
+    """
+    if len(text) <= _COMPOSER_SAFE_BYTES:
+        return None
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    return DocumentError(f"document nests deeper than {MAX_DEPTH} levels",
+                                         mark.line + 1, mark.column + 1)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # the composer reports syntax errors with better context
+    return None
+
+
+def iter_documents(text: str | bytes, build: bool = True) -> Iterator[Document | DocumentError]:
     """Each document of a YAML stream, or a :class:`DocumentError` where parsing stops.
 
     After a syntax error the rest of the stream cannot be trusted, so iteration ends.
+    With ``build=False`` values are not built (``data`` is None): the caller looks at
+    :meth:`Document.header` first and calls :func:`construct` only for documents it
+    will judge, which is most of the linter's speed on mixed manifests.
     """
+    if len(text) > MAX_FILE_BYTES:
+        yield DocumentError(f"file is {len(text) / 2**20:.1f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB "
+                            "limit for one manifest file")
+        return
+    too_deep = _nesting_error(text)
+    if too_deep is not None:
+        yield too_deep
+        return
     index = 0
     try:
         for node in yaml.compose_all(text, Loader=_Loader):
             if node is None:
                 continue
             try:
-                yield Document(index, _construct(node), node)
+                yield Document(index, construct(node) if build else None, node)
             except DocumentError as exc:
                 yield exc
             except RecursionError:
