@@ -155,14 +155,16 @@ def construct(root: Node) -> Any:
         if isinstance(node, SequenceNode):
             items: list[Any] = []
             memo[key] = items
-            items.extend(build(child, depth + 1) for child in node.value)
+            for child in node.value:  # a loop, not a generator: one frame per level
+                items.append(build(child, depth + 1))
             return items
         if isinstance(node, MappingNode):
             mapping: dict[Any, Any] = {}
             memo[key] = mapping
+            merges = []
             for k_node, v_node in node.value:
                 if k_node.tag == _MERGE:
-                    _merge_into(mapping, build(v_node, depth + 1), v_node)
+                    merges.append(v_node)
                     continue
                 k = build(k_node, depth + 1)
                 if isinstance(k, (list, dict)):
@@ -170,6 +172,8 @@ def construct(root: Node) -> Any:
                 if k in mapping:  # kubectl refuses these: "mapping key already defined"
                     raise DocumentError(f"duplicate key {k!r} in a mapping", *_mark(k_node))
                 mapping[k] = build(v_node, depth + 1)
+            for v_node in merges:  # explicit keys win over merged ones (YAML merge key spec)
+                _merge_into(mapping, build(v_node, depth + 1), v_node)
             return mapping
         raise DocumentError(f"unexpected YAML node {type(node).__name__}")
 

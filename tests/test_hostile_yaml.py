@@ -1,0 +1,101 @@
+"""Hostile input to the linter's reader: each case is a clear GG001 finding with a line,
+bounded in time and memory, and the run goes on with the next file."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+
+from lint.cli import Report, lint_text
+from lint.documents import (MAX_DEPTH, MAX_EXPANDED_NODES, MAX_FILE_BYTES, Document, DocumentError,
+                            iter_documents)
+from policies.config import Policy
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+
+
+def _bomb(levels: int = 9) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        refs = ", ".join([f"*a{i - 1}"] * 9)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    return "\n".join(lines) + "\n"
+
+
+CASES: dict[str, str | bytes] = {
+    "alias bomb": _bomb(),
+    "deep flow nesting": "[" * 200_000 + "]" * 200_000,
+    "deep block nesting": "".join("  " * i + "k:\n" for i in range(3000)) + "  " * 3000 + "v\n",
+    "python object tag": "a: !!python/object/apply:os.system ['echo pwned']\n",
+    "python scalar tag": "a: !!python/name:os.system\n",
+    "custom tag": "a: !Ref foo\n",
+    "NUL byte": "a: b\x00c\n",
+    "binary": bytes(range(256)) * 64,
+    "invalid UTF-8": b"apiVersion: v1\nkind: Pod\nmetadata: {name: \xff\xfe}\n",
+    "duplicate key": "apiVersion: v1\nkind: Pod\nkind: Service\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_document_is_a_finding_and_the_run_goes_on(name: str) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    report = Report()
+    policy = Policy()
+    lint_text(CASES[name], "hostile.yaml", policy, report)
+    lint_text(POD, "next.yaml", policy, report)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    hostile = [f for f in report.findings if f.file == "hostile.yaml"]
+    assert [f.finding.rule for f in hostile] == ["GG001"], hostile
+    assert hostile[0].line >= 1 and hostile[0].column >= 1
+    assert report.files == 2
+    assert not [f for f in report.findings if f.file == "next.yaml"]
+    assert grown_mib < 200, f"reading {name} grew the process by {grown_mib:.0f} MiB"
+
+
+def test_limits_are_named_in_the_messages() -> None:
+    (bomb,) = list(iter_documents(_bomb()))
+    assert isinstance(bomb, DocumentError) and f"{MAX_EXPANDED_NODES:,}" in bomb.message
+    (deep,) = list(iter_documents("[" * 100_000))
+    assert isinstance(deep, DocumentError) and str(MAX_DEPTH) in deep.message
+    (dupe,) = list(iter_documents("a: 1\nb: 2\na: 3\n"))
+    assert isinstance(dupe, DocumentError) and (dupe.line, dupe.column) == (3, 1)
+
+
+def test_depth_bound_holds_for_short_texts_too() -> None:
+    # Short texts skip the event-walk pre-check; the builder enforces the same bound.
+    text = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
+    (result,) = list(iter_documents(text))
+    assert isinstance(result, DocumentError) and "deeper than" in result.message
+    ok = "[" * (MAX_DEPTH - 5) + "]" * (MAX_DEPTH - 5)
+    (fine,) = list(iter_documents(ok))
+    assert isinstance(fine, Document)
+
+
+def test_huge_file_is_refused_by_size_before_parsing() -> None:
+    text = b"a: b\n" * (MAX_FILE_BYTES // 5 + 10)
+    (result,) = list(iter_documents(text))
+    assert isinstance(result, DocumentError) and "MiB" in result.message
+
+
+def test_aliases_within_bounds_are_fine_and_shared() -> None:
+    text = "base: &b {cpu: 1}\nuse: [*b, *b, *b]\n"
+    (doc,) = list(iter_documents(text))
+    assert isinstance(doc, Document)
+    assert doc.data["use"] == [{"cpu": 1}] * 3
+
+
+def test_merge_keys_and_timestamps_read_as_kubernetes_does() -> None:
+    text = "base: &b {a: 1, b: 2}\nobj:\n  <<: *b\n  b: 3\nwhen: 2024-01-01\n"
+    (doc,) = list(iter_documents(text))
+    assert isinstance(doc, Document)
+    assert doc.data["obj"] == {"a": 1, "b": 3}
+    assert doc.data["when"] == "2024-01-01"
+
+
+def test_header_without_building_values() -> None:
+    (doc,) = list(iter_documents(POD, build=False))
+    assert isinstance(doc, Document) and doc.data is None
+    assert doc.header() == ("v1", "Pod")
+    (values,) = list(iter_documents("- a\n- b\n", build=False))
+    assert isinstance(values, Document) and values.header() is None
