@@ -7,7 +7,9 @@ Pointer can be turned into a line and column only when a finding needs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,7 +149,11 @@ def construct(root: Node) -> Any:
                 if convert is None:
                     raise DocumentError(f"unsupported YAML tag {node.tag!r}", node.start_mark.line + 1,
                                         node.start_mark.column + 1)
-                value = convert(node)
+                try:
+                    value = convert(node)
+                except (ValueError, KeyError, TypeError, IndexError):  # `!!int apiVersion`, `!!bool x`
+                    raise DocumentError(f"{node.value!r} is not a valid {node.tag.rpartition(':')[2]}",
+                                        *_mark(node)) from None
             memo[key] = value
             return value
         if node.tag not in _COLLECTIONS:
@@ -194,12 +200,115 @@ def _merge_into(mapping: dict[Any, Any], value: Any, node: Node) -> None:
             mapping.setdefault(k, v)
 
 
-def _yaml_error(exc: yaml.YAMLError) -> DocumentError:
+def _yaml_error(exc: yaml.YAMLError, text: str | bytes) -> DocumentError:
+    """The parser's complaint without its ``in "<byte string>"`` noise, at its line."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        # Reader errors carry a character position, not a line.
+        head = text[: exc.position]
+        prefix = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character or "\0")
+        return DocumentError(f"not valid YAML: unacceptable character #x{char:04x}: {exc.reason}",
+                             prefix.count("\n") + 1, len(prefix) - (prefix.rfind("\n") + 1) + 1)
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        message = f"not valid YAML: {exc.problem}"
+        if exc.context and exc.context_mark is not None:
+            message += (f" ({exc.context} that starts at line {exc.context_mark.line + 1}, "
+                        f"column {exc.context_mark.column + 1})")
+        elif exc.context:
+            message += f" ({exc.context})"
+        mark = exc.problem_mark or exc.context_mark
+        if mark is not None:
+            return DocumentError(message, mark.line + 1, mark.column + 1)
+        return DocumentError(message)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    text = " ".join(str(exc).split())
+    message = "not valid YAML: " + " ".join(str(exc).split())
     if mark is None:
-        return DocumentError(text)
-    return DocumentError(text, mark.line + 1, mark.column + 1)
+        return DocumentError(message)
+    return DocumentError(message, mark.line + 1, mark.column + 1)
+
+
+_LEADING_STR = re.compile(r"^[ \t?:-]*", re.MULTILINE)
+_TAG_OR_ALIAS = re.compile(r"[!*]")
+_ANCHOR_AT_END = re.compile(r"&\S+$")
+_NODE_START = ":-?[{,"  # indicators a node (and so its tag or alias) may follow
+
+
+def _property_lines(text: str) -> list[int]:
+    """0-based lines, ascending, where a tag (`!x`) or an alias (`*x`) may start: at the
+    start of a line or after an indicator (`key: `, `- `, `? `, `[`, `{`, `,`), possibly
+    after an anchor (`&a `). `!` and `*` inside strings (CEL `a && !b`, RBAC `["*"]`)
+    mostly follow other characters and are passed over; a false match only costs time."""
+    lines: list[int] = []
+    line = position = 0
+    for match in _TAG_OR_ALIAS.finditer(text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        before = text[start:match.start()].rstrip(" \t")
+        if before and before[-1] not in _NODE_START:
+            anchor = _ANCHOR_AT_END.search(before)
+            if anchor is None:
+                continue
+            before = before[:anchor.start()].rstrip(" \t")
+            if before and before[-1] not in _NODE_START:
+                continue
+        line += text.count("\n", position, start)
+        position = start
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
+def build_check(text: str | bytes) -> Callable[[Node], bool]:
+    """For the documents of ``text``: whether one must have its values built to be
+    validated (unsupported tags, alias bombs and nesting over MAX_DEPTH are only seen
+    while building). A caller that builds only the documents it judges
+    (``iter_documents(text, build=False)``) builds the others too when this says so.
+
+    Plain YAML, without tags (``!``), aliases (``*``) or deep nesting, needs no building:
+    that is the common case, and then the check costs a few scans of the text at C speed.
+    """
+    if isinstance(text, bytes):
+        special = b"!" in text or b"*" in text
+        brackets = text.count(b"[") + text.count(b"{")
+    else:
+        special = "!" in text or "*" in text
+        brackets = text.count("[") + text.count("{")
+    longest = max(map(len, text.splitlines()), default=0)
+    # Flow collections open with `[` or `{`; block collections nest at a start column that
+    # grows at least every second level, and no column is past the longest line.
+    deep = brackets + 2 * (longest + 1) > MAX_DEPTH
+    if not special and not deep:
+        return lambda node: False
+    decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    marked = _property_lines(decoded) if special else []
+
+    def check(node: Node) -> bool:
+        first, last = node.start_mark.line, node.end_mark.line + 1
+        at = bisect.bisect_left(marked, first)
+        if at < len(marked) and marked[at] < last:
+            return True
+        if not deep:
+            return False
+        # The same bound for this document alone, with its widest indentation (marks
+        # index characters).
+        start, end = node.start_mark.index, node.end_mark.index
+        opened = decoded.count("[", start, end) + decoded.count("{", start, end)
+        indent = max(map(len, _LEADING_STR.findall(decoded, start, end)), default=0)
+        return opened + 2 * (indent + 1) > MAX_DEPTH
+
+    return check
+
+
+def _depth_bound(text: str | bytes) -> int:
+    """A cheap upper bound of the nesting depth, so that most long files skip the event
+    walk (it costs a third of parsing). Every flow collection opens with ``[`` or ``{``;
+    along a chain of block collections the start column grows at least every second
+    level and stays under the longest line; flow collections hold no block ones."""
+    if isinstance(text, bytes):
+        brackets = text.count(b"[") + text.count(b"{")
+    else:
+        brackets = text.count("[") + text.count("{")
+    longest = max(map(len, text.splitlines()), default=0)
+    return brackets + 2 * (longest + 1)
 
 
 def _nesting_error(text: str | bytes) -> DocumentError | None:
@@ -210,7 +319,7 @@ def _nesting_error(text: str | bytes) -> DocumentError | None:
     bound on them. Longer ones are walked event by event: libyaml's parser is iterative,
     so this walk is safe where composing is not.
     """
-    if len(text) <= _COMPOSER_SAFE_BYTES:
+    if len(text) <= _COMPOSER_SAFE_BYTES or _depth_bound(text) <= _COMPOSER_SAFE_BYTES:
         return None
     depth = 0
     try:
@@ -219,8 +328,8 @@ def _nesting_error(text: str | bytes) -> DocumentError | None:
                 depth += 1
                 if depth > MAX_DEPTH:
                     mark = event.start_mark
-                    return DocumentError(f"document nests deeper than {MAX_DEPTH} levels",
-                                         mark.line + 1, mark.column + 1)
+                    where = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+                    return DocumentError(f"document nests deeper than {MAX_DEPTH} levels", *where)
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
     except yaml.YAMLError:
@@ -257,7 +366,7 @@ def iter_documents(text: str | bytes, build: bool = True) -> Iterator[Document |
                 yield DocumentError("document is nested too deeply", node.start_mark.line + 1, 1)
             index += 1
     except yaml.YAMLError as exc:
-        yield _yaml_error(exc)
+        yield _yaml_error(exc, text)
     except RecursionError:
         yield DocumentError("document is nested too deeply")
     except UnicodeDecodeError as exc:

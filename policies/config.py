@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policies.custom import ENTRY_SCHEMA as CUSTOM_ENTRY_SCHEMA
 from policies.findings import Severity
 
 DEFAULT_POLICY: dict[str, Any] = {
@@ -112,7 +113,7 @@ SCHEMA: dict[str, Any] = {
             "type": "object", "additionalProperties": False,
             "properties": {"namespaces": _STR_LIST},
         },
-        "custom": {"type": "array"},
+        "custom": {"type": "array", "items": CUSTOM_ENTRY_SCHEMA},  # policies.custom (SPEC 6)
     },
 }
 
@@ -221,6 +222,49 @@ def policy_from_data(data: Any, source: str = "<policy>") -> Policy:
     return policy
 
 
+# A policy is a few kilobytes. A hostile one (a `.gpugate.yaml` in a pull request, a bad
+# ConfigMap) must not crash or hang the linter or the webhook's reload: libyaml's composer
+# recurses per nesting level and overflows the C stack on deep input, and aliases can
+# expand a small file into billions of values for the schema validation to walk.
+MAX_POLICY_BYTES = 1024 * 1024
+MAX_POLICY_DEPTH = 100
+MAX_POLICY_VALUES = 100_000
+
+
+def _too_deep(text: str, loader: Any) -> bool:
+    """Nesting over MAX_POLICY_DEPTH, found with libyaml's parser (iterative, unlike its composer)."""
+    import yaml
+
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_POLICY_DEPTH:
+                    return True
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return False  # the load below reports it, with its line
+    return False
+
+
+def _more_values_than(data: Any, limit: int) -> bool:
+    """Whether ``data``, aliases expanded, holds more than ``limit`` values (stops counting there)."""
+    stack, count = [data], 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            count += len(item)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def load_policy(path: str | Path) -> Policy:
     import yaml
 
@@ -229,10 +273,19 @@ def load_policy(path: str | Path) -> Policy:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{path}: cannot read policy file: {exc}") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if len(text) > MAX_POLICY_BYTES:
+        raise PolicyError(f"{path}: policy file is {len(text):,} characters, over the limit of "
+                          f"{MAX_POLICY_BYTES:,}")
+    if _too_deep(text, loader):
+        raise PolicyError(f"{path}: policy file nests deeper than {MAX_POLICY_DEPTH} levels")
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         raise PolicyError(f"{path}: policy file is not valid YAML: {exc}") from None
+    if "*" in text and _more_values_than(data, MAX_POLICY_VALUES):
+        raise PolicyError(f"{path}: policy file expands to more than {MAX_POLICY_VALUES:,} values "
+                          "(YAML aliases)")
     return policy_from_data(data, str(path))
 
 

@@ -96,3 +96,15 @@ def split_pointer(pointer: str) -> list[str]:
     if not pointer:
         return []
     return [unescape_pointer(t) for t in pointer.split("/")[1:]]
+
+
+def field_name(pointer: str) -> str:
+    """A JSON Pointer as the field path people write: ``spec.tasks[0].template``,
+    ``metadata.labels[volcano.sh/queue-name]`` (keys with ``.`` or ``/`` in brackets)."""
+    out = ""
+    for token in split_pointer(pointer):
+        if token.isdigit() or "." in token or "/" in token:
+            out += f"[{token}]"
+        else:
+            out += ("." if out else "") + token
+    return out or "(root)"

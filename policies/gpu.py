@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from policies.config import Policy
 from policies.workload import PodSet, Workload
@@ -23,3 +26,31 @@ def is_gpu_workload(workload: Workload, policy: Policy) -> bool:
 
 def gpu_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:
     return [p for p in workload.pod_sets if gpus_per_pod(p, policy) > 0]
+
+
+@dataclass(frozen=True)
+class GpuResourceEntry:
+    """One container's GPU resources as written (not defaulted): for limit/request rules."""
+
+    container: str              # container name
+    path: str                   # JSON Pointer of the container's ``resources``
+    resource: str
+    request: Any                # raw value, or None when not set
+    limit: Any
+
+
+def raw_gpu_resources(pod_set: PodSet, policy: Policy) -> Iterator[GpuResourceEntry]:
+    """Configured GPU resources named in each container's raw ``requests``/``limits``."""
+    for path, container in pod_set.containers():
+        resources = container.get("resources")
+        if not isinstance(resources, dict):
+            continue
+        requests = resources.get("requests")
+        limits = resources.get("limits")
+        requests = requests if isinstance(requests, dict) else {}
+        limits = limits if isinstance(limits, dict) else {}
+        name = container.get("name")
+        for resource in dict.fromkeys([*requests, *limits]):
+            if resource in policy.gpu_resources:
+                yield GpuResourceEntry(name if isinstance(name, str) else "?", path + "/resources", resource,
+                                       requests.get(resource), limits.get(resource))

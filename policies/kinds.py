@@ -15,6 +15,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RAY_SCHEDULER_LABEL = "ray.io/scheduler-name"
 GROUP_MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 DEFAULT_SCHEDULER = "default-scheduler"
+VOLCANO_SCHEDULER = "volcano"
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class PodSetSource:
     replicas: str | None = "replicas"    # key in the entry; None: always one pod
     hosts: str | None = None             # Ray multi-host groups: pods per replica
     min_replicas: str | None = None      # used instead of ``replicas`` when autoscaling
+    max_replicas: str | None = None      # KubeRay clamps replicas into [min, max]
+    default_replicas: int = 1            # when ``replicas`` is absent (KubeRay's CRD default: 0)
     min_available: str | None = None     # per-entry gang minimum (Volcano task minAvailable)
     counted: bool = True                 # counts towards the gang minimum
     optional: bool = True                # absent is fine (RayJob without submitter template)
@@ -55,14 +58,19 @@ class KindSpec:
     kind: str
     pod_sets: tuple[PodSetSource, ...]
     gang_min: str | None = None               # explicit gang minimum
+    gang_min_zero_unset: bool = False         # 0 there means "not set" (Volcano's webhook defaults it)
     queues: tuple[QueueSource, ...] = ()
     default_queue: str | None = None          # what the controller uses when none is named
     scheduler: str | None = None              # object-level schedulerName (template overrides)
     scheduler_override: str | None = None     # wins over the templates (Ray's legacy label)
+    operator_scheduler: bool = False          # an operator flag may fill an empty schedulerName
     default_scheduler: str = DEFAULT_SCHEDULER
     autoscaling: str | None = None            # flag that switches Ray groups to minReplicas
     pytorch_style: bool = False               # gpu-podaffinity acts on these
     pytorch_if: str | None = None             # ... or on objects where this path exists
+    # False: a batch scheduler places these pods one by one (Volcano gives each owner a
+    # PodGroup of minMember 1), so only one pod, not the whole count, is ever required.
+    gang: bool = True
     resource: str = ""                        # plural, for webhook rules and RBAC
 
     @property
@@ -83,6 +91,8 @@ def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
         gang_min="/spec/runPolicy/schedulingPolicy/minAvailable",
         queues=(QueueSource("/spec/runPolicy/schedulingPolicy/queue", "volcano"), _KUEUE),
         default_queue="default",
+        # training-operator with gang scheduling sets an empty schedulerName to its gang scheduler
+        operator_scheduler=True,
         pytorch_style=kind == "PyTorchJob",
     )
 
@@ -94,7 +104,8 @@ def _ray(kind: str, cluster: str, resource: str, extra: tuple[PodSetSource, ...]
         pod_sets=(
             PodSetSource(f"{cluster}/headGroupSpec", name="head", replicas=None),
             PodSetSource(f"{cluster}/workerGroupSpecs", layout="list", name_key="groupName",
-                         hosts="numOfHosts", min_replicas="minReplicas"),
+                         hosts="numOfHosts", min_replicas="minReplicas", max_replicas="maxReplicas",
+                         default_replicas=0),
             *extra,
         ),
         queues=(_RAY_QUEUE, _KUEUE),
@@ -112,21 +123,22 @@ KINDS: tuple[KindSpec, ...] = (
                             "volcano"), _KUEUE),
     ),
     *(
-        KindSpec(group="apps", kind=k, resource=r, pod_sets=(PodSetSource("/spec", name="pods"),),
+        KindSpec(group="apps", kind=k, resource=r, pod_sets=(PodSetSource("/spec", name="pods"),), gang=False,
                  queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE))
         for k, r in (("Deployment", "deployments"), ("StatefulSet", "statefulsets"),
                      ("ReplicaSet", "replicasets"))
     ),
-    KindSpec(group="batch", kind="Job", resource="jobs",
+    KindSpec(group="batch", kind="Job", resource="jobs", gang=False,
              pod_sets=(PodSetSource("/spec", name="pods", replicas="parallelism"),),
              queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE)),
-    KindSpec(group="batch", kind="CronJob", resource="cronjobs",
+    KindSpec(group="batch", kind="CronJob", resource="cronjobs", gang=False,
              pod_sets=(PodSetSource("/spec/jobTemplate/spec", name="pods", replicas="parallelism"),),
              queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE)),
     KindSpec(
         group="batch.volcano.sh", kind="Job", resource="jobs",
         pod_sets=(PodSetSource("/spec/tasks", layout="list", min_available="minAvailable"),),
         gang_min="/spec/minAvailable",
+        gang_min_zero_unset=True,
         queues=(QueueSource("/spec/queue", "volcano"), _KUEUE),
         default_queue="default",
         scheduler="/spec/schedulerName",
@@ -147,7 +159,7 @@ KINDS: tuple[KindSpec, ...] = (
          extra=(PodSetSource("/spec/submitterPodTemplate", name="submitter", template="", replicas=None,
                              counted=False),)),
     _ray("RayService", "/spec/rayClusterConfig", "rayservices"),
-    KindSpec(group="elastic.iml.github.io", kind="ElasticJob", resource="elasticjobs",
+    KindSpec(group="elastic.iml.github.io", kind="ElasticJob", resource="elasticjobs", gang=False,
              pod_sets=(PodSetSource("/spec/replicaSpecs", layout="map"),),
              pytorch_style=True),
 )

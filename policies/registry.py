@@ -63,7 +63,14 @@ class Rule:
 
     @property
     def summary(self) -> str:
-        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+        """The first paragraph of the doc, on one line."""
+        first = re.split(r"\n[ \t]*\n", self.doc.strip(), maxsplit=1)[0]
+        return " ".join(first.split())
+
+    @property
+    def prose(self) -> str:
+        """The doc without its example blocks."""
+        return re.sub(r"\n{3,}", "\n\n", _FENCE.sub("", self.doc)).strip()
 
     @property
     def examples(self) -> list[Example]:

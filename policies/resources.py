@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from policies.findings import join_pointer
+from policies.findings import join_pointer, split_pointer
 from policies.quantity import QuantityError, parse_quantity
 
 Requests = dict[str, Fraction]
@@ -77,5 +77,9 @@ def pod_requests(spec: Mapping[str, Any], spec_path: str) -> tuple[Requests, lis
     _max(total, init_peak)
     overhead = spec.get("overhead")
     if isinstance(overhead, dict):
-        _add(total, container_requests({"resources": {"requests": overhead}}, spec_path, errors))
+        overhead_errors: list[tuple[str, str]] = []
+        _add(total, container_requests({"resources": {"requests": overhead}}, spec_path, overhead_errors))
+        # reported where the value is: spec.overhead.<name>, not a container's resources
+        errors.extend((join_pointer(spec_path, "overhead", split_pointer(path)[-1]), reason)
+                      for path, reason in overhead_errors)
     return {k: v for k, v in total.items() if v != 0}, errors

@@ -272,6 +272,20 @@ def _scheduler_at(doc: dict[str, Any], pointer: str | None) -> str | None:
     return value
 
 
+# Real workloads have a handful of pod sets (tasks, replica types, worker groups). Every
+# rule is linear in them and a review is judged on the webhook's event loop, so a 4 MiB
+# body of 27,000 one-line tasks would hold it for seconds: beyond this, the object is
+# refused as out of shape (GG002) before any rule runs.
+MAX_POD_SETS = 256
+
+
+def _bounded(entries: Any, path: str, what: str) -> Any:
+    if len(entries) > MAX_POD_SETS:
+        raise ShapeError(f"{what} has {len(entries)} entries; gpugate judges workloads of at most "
+                         f"{MAX_POD_SETS} pod sets", path)
+    return entries
+
+
 def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, str, Any]]:
     """(name, JSON Pointer, entry) for each entry of a pod-set source."""
     value = resolve(doc, source.at)
@@ -281,13 +295,13 @@ def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, s
             return
         yield source.name, source.at, expect_mapping(value, source.at, what)
     elif source.layout == "list":
-        for i, entry in enumerate(expect_list(value, source.at, what)):
+        for i, entry in enumerate(_bounded(expect_list(value, source.at, what), source.at, what)):
             path = f"{source.at}/{i}"
             entry = expect_mapping(entry, path, f"{what}[{i}]")
             name = entry.get(source.name_key)
             yield (name if isinstance(name, str) and name else f"{what}[{i}]"), path, entry
     else:
-        for key, entry in expect_mapping(value, source.at, what).items():
+        for key, entry in _bounded(expect_mapping(value, source.at, what), source.at, what).items():
             path = join_pointer(source.at, str(key))
             yield str(key), path, expect_mapping(entry, path, f"{what}.{key}")
 
@@ -317,8 +331,10 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
 
         replicas = 1
         if source.replicas is not None:
-            key = source.min_replicas if autoscaling and source.min_replicas else source.replicas
-            replicas = expect_count(entry.get(key, MISSING), f"{path}/{key}", key, 1) or 0
+            replicas = expect_count(entry.get(source.replicas, MISSING), f"{path}/{source.replicas}",
+                                    source.replicas, source.default_replicas) or 0
+            if source.min_replicas is not None:
+                replicas = _bounded_replicas(entry, path, source, replicas, autoscaling)
         if source.hosts is not None:
             hosts = expect_count(entry.get(source.hosts, MISSING), f"{path}/{source.hosts}", source.hosts, 1)
             replicas *= hosts or 0
@@ -333,6 +349,25 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
                      template=template, path=template_path, scheduler=scheduler or DEFAULT_SCHEDULER)
 
 
+def _bounded_replicas(entry: dict[str, Any], path: str, source: PodSetSource, desired: int,
+                      autoscaling: bool) -> int:
+    """KubeRay's desired replicas: ``clamp(replicas, minReplicas, maxReplicas)`` (``maxReplicas``
+    wins when min > max); with autoscaling the gang is ``minReplicas`` (seed 001)."""
+    if source.min_replicas is None:
+        return desired
+    low = expect_count(entry.get(source.min_replicas, MISSING), f"{path}/{source.min_replicas}",
+                       source.min_replicas, 0) or 0
+    high = None
+    if source.max_replicas is not None:
+        high = expect_count(entry.get(source.max_replicas, MISSING), f"{path}/{source.max_replicas}",
+                            source.max_replicas, None)
+    if high is not None and low > high:
+        return high
+    if autoscaling or desired < low:
+        return low
+    return desired if high is None else min(desired, high)
+
+
 def _gang_min(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> tuple[int, str]:
     derived = sum(p.gang_count for p in pod_sets if p.counted)
     if spec.gang_min is None:
@@ -341,7 +376,7 @@ def _gang_min(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> tu
     if isinstance(value, str) and value.strip().isdigit():  # annotations are strings
         value = int(value)
     explicit = expect_count(value, spec.gang_min, spec.gang_min.rsplit("/", 1)[-1].replace("~1", "/"), None)
-    if explicit is None:
+    if explicit is None or (explicit == 0 and spec.gang_min_zero_unset):
         return (derived if pod_sets else 0), ""
     return explicit, spec.gang_min
 
@@ -352,8 +387,8 @@ def _queues(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> list
         places = [(p.template, p.path) for p in pod_sets] if source.scope == "template" else [(doc, "")]
         for root, base in places:
             value = resolve(root, source.at)
-            if value is MISSING or value is None:
-                continue
+            if value is MISSING or value is None or value == "":
+                continue  # an empty queue name is no name: the controller's default applies
             path = base + source.at
             if not isinstance(value, str):
                 raise ShapeError(f"queue name must be a string, not {_type_name(value)}", path)

@@ -1,0 +1,343 @@
+"""Webhook latency and throughput over TLS on loopback, against a baseline in the same run.
+
+(a) ``gpugate serve`` (a subprocess) with a synthetic static topology of 10,000 nodes and
+    100,000 running pods, answering ``/validate`` for a 64-pod PyTorchJob (8 GPUs per pod,
+    GPU groups, a Volcano queue) with the feasibility checks on;
+(b) an empty aiohttp TLS handler (also a subprocess) that answers ``allowed: true``.
+
+A keep-alive aiohttp client drives both at concurrency 1, 16 and 64 and prints p50/p99
+latency, reviews/s, and the ratios of (a) to (b). Then the RSS of (a).
+
+    .venv/bin/python bench/webhook_bench.py            # full size
+    .venv/bin/python bench/webhook_bench.py --nodes 2000 --pods 20000 --requests 500   # quick
+
+The client shares the machine's cores with the server, so absolute figures understate the
+server; the ratios against (b), measured under the same conditions, are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE_SERVER = """
+import json, ssl, sys
+from aiohttp import web
+
+async def allow(request):
+    review = await request.json()
+    return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                              "response": {"uid": review["request"]["uid"], "allowed": True}})
+
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.minimum_version = ssl.TLSVersion.TLSv1_2
+context.load_cert_chain(sys.argv[2], sys.argv[3])
+app = web.Application()
+app.router.add_post("/validate", allow)
+app.router.add_get("/readyz", lambda r: web.Response(text="ok"))
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_context=context, access_log=None, print=None)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_certs(directory: Path) -> tuple[Path, Path, Path]:
+    from webhook.certs import cert_pem, key_pem, make_ca, make_serving_cert
+
+    ca, ca_key = make_ca("gpugate-bench-ca", days=1)
+    cert, key = make_serving_cert(ca, ca_key, extra_dns=["localhost"], ip_addresses=["127.0.0.1"], days=1)
+    paths = directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
+    paths[0].write_bytes(cert_pem(ca))
+    paths[1].write_bytes(cert_pem(cert))
+    paths[2].write_bytes(key_pem(key))
+    return paths
+
+
+def synthetic_cluster(nodes: int, pods: int) -> dict[str, Any]:
+    """A GPU cluster: 8-GPU nodes in supernodes of 8 (training, inference, hybrid pools),
+    pods spread evenly, a few Volcano queues."""
+    items: list[dict[str, Any]] = []
+    pools = ["training", "training", "hybrid", "inference"]
+    for i in range(nodes):
+        usage = pools[(i // 8) % len(pools)]  # a supernode (clique) of 8 nodes is one pool
+        items.append({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"gpu-{i:05d}", "labels": {
+                "kubernetes.io/hostname": f"gpu-{i:05d}", "maip.mxsf.io/node.usage": usage,
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.clique": f"clique-{i // 8}",
+                "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
+            "spec": {"taints": [{"key": "maip.mxsf.io/node.usage", "value": usage, "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "126", "memory": "1980Gi", "nvidia.com/gpu": "8",
+                                       "pods": "110", "ephemeral-storage": "3500Gi"}}})
+    for j in range(pods):
+        items.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"pod-{j:06d}", "namespace": f"team-{j % 50}"},
+            "spec": {"nodeName": f"gpu-{j % nodes:05d}", "containers": [{
+                "name": "main", "image": "app:1",
+                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running"}})
+    for name in ("default", "research", "production"):
+        items.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                      "metadata": {"name": name}, "spec": {"weight": 1}, "status": {"state": "Open"}})
+    return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
+
+
+def pytorch_job(pods: int = 64) -> dict[str, Any]:
+    def replica(count: int, group: bool) -> dict[str, Any]:
+        template: dict[str, Any] = {"spec": {
+            "schedulerName": "volcano",
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "containers": [{"name": "pytorch", "image": "pytorch/pytorch:2.2.0",
+                            "resources": {"limits": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"},
+                                          "requests": {"cpu": "32", "memory": "256Gi",
+                                                       "nvidia.com/gpu": "8"}}}]}}
+        if group:
+            template["metadata"] = {"annotations": {"metax-tech.com/gpu-group-size": "64"}}
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": template}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "llm-pretrain", "namespace": "research",
+                         "labels": {"maip.mxsf.io/usage": "training"}},
+            "spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": pods, "queue": "research"}},
+                     "pytorchReplicaSpecs": {"Master": replica(1, True), "Worker": replica(pods - 1, False)}}}
+
+
+def submitted(job: dict[str, Any]) -> dict[str, Any]:
+    """The job as /validate sees it: after the mutating webhook added affinities and tolerations."""
+    from policies.config import Policy
+    from policies.engine import evaluate
+
+    return evaluate(job, Policy()).mutated or job
+
+
+def review_body(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"},
+        "resource": {"group": "kubeflow.org", "version": "v1", "resource": "pytorchjobs"},
+        "namespace": obj["metadata"]["namespace"], "name": obj["metadata"]["name"], "operation": "CREATE",
+        "userInfo": {"username": "bench"}, "object": obj, "dryRun": False}}
+
+
+def wait_ready(url: str, context: ssl.SSLContext, process: subprocess.Popen[bytes], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", context=context, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} not ready within {timeout:.0f} s")
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def drive(url: str, context: ssl.SSLContext, body: dict[str, Any], concurrency: int,
+                requests: int) -> tuple[list[float], float, dict[str, int]]:
+    """``requests`` reviews over ``concurrency`` keep-alive connections: latencies, wall time, verdicts."""
+    import aiohttp
+
+    payload = json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    latencies: list[float] = []
+    verdicts: dict[str, int] = {}
+    remaining = requests
+    connector = aiohttp.TCPConnector(limit=concurrency, ssl=context)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def one() -> None:
+            async with session.post(url, data=payload, headers=headers) as response:
+                answer = await response.json()
+            allowed = "allowed" if answer["response"]["allowed"] else "denied"
+            verdicts[allowed] = verdicts.get(allowed, 0) + 1
+
+        async def worker() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                started = time.perf_counter()
+                await one()
+                latencies.append(time.perf_counter() - started)
+
+        for _ in range(min(concurrency * 4, 200)):  # warm-up: connections, handshakes, caches
+            await one()
+        verdicts.clear()
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    return latencies, wall, verdicts
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--job-pods", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=2000, help="reviews per concurrency level")
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--no-live", action="store_true",
+                        help="skip the live-watch run (gpugate serve syncing from an API server double)")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    with tempfile.TemporaryDirectory(prefix="gpugate-bench-") as tmp:
+        directory = Path(tmp)
+        ca, cert, key = write_certs(directory)
+        context = ssl.create_default_context(cafile=str(ca))
+        started = time.perf_counter()
+        cluster = directory / "cluster.json"
+        cluster.write_text(json.dumps(synthetic_cluster(args.nodes, args.pods)))
+        print(f"synthetic snapshot: {args.nodes} nodes, {args.pods} pods, "
+              f"{cluster.stat().st_size / 2**20:.0f} MiB JSON, "
+              f"written in {time.perf_counter() - started:.1f} s")
+
+        gate_port, base_port = free_port(), free_port()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        gate = subprocess.Popen(
+            [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(gate_port),
+             "--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster),
+             "--log-level", "warning"],
+            cwd=ROOT, env=env)
+        base = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert), str(key)],
+                                cwd=ROOT, env=env)
+        try:
+            started = time.perf_counter()
+            wait_ready(f"https://127.0.0.1:{gate_port}", context, gate, 300)
+            print(f"gpugate serve ready in {time.perf_counter() - started:.1f} s "
+                  f"(loads and indexes the snapshot)")
+            wait_ready(f"https://127.0.0.1:{base_port}", context, base, 60)
+            body = review_body(submitted(pytorch_job(args.job_pods)))
+            print(f"review: PyTorchJob with {args.job_pods} pods x 8 GPUs, GPU groups of 64, queue research, "
+                  f"POST /validate; {args.requests} reviews per level\n")
+            header = (f"{'concurrency':>11} {'server':<9} {'p50 ms':>8} {'p99 ms':>8} {'reviews/s':>10} "
+                      f"{'p50 x':>7} {'p99 x':>7} {'rate x':>7}  verdicts")
+            print(header)
+            print("-" * len(header))
+            for level in levels:
+                results = {}
+                for name, port in (("empty", base_port), ("gpugate", gate_port)):
+                    latencies, wall, verdicts = asyncio.run(drive(
+                        f"https://127.0.0.1:{port}/validate", context, body, level, args.requests))
+                    results[name] = (percentile(latencies, 0.5) * 1e3, percentile(latencies, 0.99) * 1e3,
+                                     len(latencies) / wall, verdicts)
+                b50, b99, brate, _ = results["empty"]
+                for name in ("empty", "gpugate"):
+                    p50, p99, rate, verdicts = results[name]
+                    print(f"{level:>11} {name:<9} {p50:>8.2f} {p99:>8.2f} {rate:>10.0f} {p50 / b50:>7.2f} "
+                          f"{p99 / b99:>7.2f} {rate / brate:>7.2f}  {verdicts}")
+            print(f"\ngpugate serve RSS with {args.nodes} nodes / {args.pods} pods: "
+                  f"{rss_mib(gate.pid):.0f} MiB "
+                  f"(empty handler: {rss_mib(base.pid):.0f} MiB)")
+        finally:
+            for process in (gate, base):
+                process.terminate()
+            for process in (gate, base):
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        in_process_breakdown(cluster, body)
+        if not args.no_live:
+            live_watch(directory, cluster, cert, key, context, body, args.requests)
+    return 0
+
+
+def live_watch(directory: Path, cluster: Path, cert: Path, key: Path, context: ssl.SSLContext,
+               body: dict[str, Any], requests: int) -> None:
+    """The same topology from a list/watch API server double (tests/fake_apiserver.py, a
+    subprocess) instead of a file: time to the first full sync, RSS, latency at concurrency 1."""
+    import yaml
+
+    api_port, gate_port = free_port(), free_port()
+    api = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_apiserver.py"), str(cluster),
+                            str(api_port)], cwd=ROOT, stdout=subprocess.PIPE)
+    gate = None
+    try:
+        assert api.stdout is not None
+        if not api.stdout.readline().startswith(b"ready"):
+            raise RuntimeError("the API server double did not start")
+        kubeconfig = directory / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+            "clusters": [{"name": "bench", "cluster": {"server": f"http://127.0.0.1:{api_port}"}}],
+            "users": [{"name": "bench", "user": {"token": "bench"}}],
+            "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}]}))
+        started = time.perf_counter()
+        gate = subprocess.Popen(
+            [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(gate_port),
+             "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(kubeconfig),
+             "--log-level", "warning"], cwd=ROOT)
+        wait_ready(f"https://127.0.0.1:{gate_port}", context, gate, 600)
+        synced = time.perf_counter() - started
+        latencies, wall, verdicts = asyncio.run(drive(f"https://127.0.0.1:{gate_port}/validate", context,
+                                                      body, 1, requests))
+        print(f"live watch: first full sync (paginated lists of 500) in {synced:.1f} s; RSS "
+              f"{rss_mib(gate.pid):.0f} MiB; concurrency 1: p50 {percentile(latencies, 0.5) * 1e3:.2f} ms, "
+              f"p99 {percentile(latencies, 0.99) * 1e3:.2f} ms, {len(latencies) / wall:.0f} reviews/s "
+              f"{verdicts}")
+    finally:
+        for process in (gate, api):
+            if process is not None:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def in_process_breakdown(cluster: Path, body: dict[str, Any], rounds: int = 200) -> None:
+    """Where a review's time goes without HTTP and TLS: parse + admit() in this process."""
+    from lint.cluster import load_clusters
+    from policies.config import Policy
+    from webhook.admission import admit, parse_review
+
+    policy = Policy()
+    clusters = list(load_clusters([str(cluster)], policy))
+    raw = json.dumps(body).encode()
+    for _ in range(20):
+        admit(parse_review(raw, "application/json"), "validate", policy, clusters)
+    timings = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        admit(parse_review(raw, "application/json"), "validate", policy, clusters)
+        timings.append(time.perf_counter() - started)
+    print(f"in-process parse_review + admit() (policy evaluation with feasibility), no HTTP/TLS: "
+          f"p50 {percentile(timings, 0.5) * 1e3:.2f} ms, p99 {percentile(timings, 0.99) * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())

@@ -1,0 +1,1050 @@
+"""Gang feasibility: can the workload's gang ever run on the cluster, and can it run now?
+
+One :func:`feasibility` call per evaluation (cached in ``ctx.cache``) answers for every
+member cluster of ``ctx.clusters`` and gives rules GG306 and GG402-GG406 their problems.
+
+Verdicts:
+
+- ``fits``: a witness placement was found in the free resources now (and the queue has room);
+- ``waits``: it fits the empty cluster and the full queue, not what is free now;
+- ``never``: a *necessary* condition fails; the message carries the numbers;
+- ``unknown``: nothing proven either way (stale or missing topology, budget exhausted).
+
+Soundness is the point: a ``never`` blocks someone's job, so every ``never`` comes from a
+condition that any placement must satisfy (a pod set fits no node; the eligible nodes
+cannot hold the pod set's pods even empty; the gang's total exceeds what the nodes it
+could use offer; a queue or quota limit; too few supernode slots for the GPU groups).
+Witnesses come from a greedy first-fit packer, so ``fits`` is always backed by a real
+placement. Everything is array operations over nodes; eligibility masks are cached on
+the topology per (tolerations, selector, affinity) signature.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from policies.config import Policy
+from policies.findings import Problem, Severity
+from policies.groups import group_sizes
+from policies.kinds import DEFAULT_SCHEDULER
+from policies.quantity import format_quantity, scheduler_units
+from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
+from policies.topology import HARD_EFFECTS, ClusterSnapshot, Topology
+from policies.workload import PodSet, Workload
+
+__all__ = ["Verdict", "Demand", "Outcome", "Feasibility", "feasibility", "problems", "check_cluster",
+           "demands_for", "CACHE_KEY", "eligible_mask"]
+
+CACHE_KEY = "feasibility"
+_BIG = np.int64(2**62)
+
+
+class Verdict(StrEnum):
+    FITS = "fits"
+    WAITS = "waits"
+    NEVER = "never"
+    UNKNOWN = "unknown"
+
+
+@dataclass
+class Demand:
+    """One pod set as the packer sees it."""
+
+    pod_set: PodSet
+    request: dict[str, int]     # scheduler units per pod, ``pods: 1`` included
+    hard: int                   # pods any run needs (the gang's share; never-checks)
+    want: int                   # pods to place for fits/waits
+
+    @property
+    def name(self) -> str:
+        return self.pod_set.name
+
+
+@dataclass
+class ExplainRow:
+    pod_set: str
+    count: int
+    eligible: int               # nodes passing taints/selector/affinity/cordon
+    fits_now: int               # pods of this set the free resources hold (alone)
+    fits_empty: int             # ... the empty cluster holds
+
+
+@dataclass
+class Outcome:
+    """The verdict for one member cluster."""
+
+    cluster: str
+    verdict: Verdict
+    rule: str = ""              # the rule that reports it (GG306, GG402..GG406); "" for fits
+    message: str = ""
+    path: str = ""
+    witness: dict[str, dict[str, int]] | None = None   # pod set -> node -> pods
+    severity: Severity | None = None                   # overrides the rule's default
+    rows: list[ExplainRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Feasibility:
+    verdict: Verdict
+    outcomes: list[Outcome]
+    problems: dict[str, list[Problem]] = field(default_factory=dict)
+
+    def problems_for(self, rule_id: str) -> list[Problem]:
+        return self.problems.get(rule_id, [])
+
+
+# -- demands ---------------------------------------------------------------------------
+
+
+def _is_gang(workload: Workload) -> bool:
+    """Pods placed all-or-nothing: a gang kind under a batch scheduler (not the default one)."""
+    if not workload.spec.gang:
+        return False
+    if not scheduler_known(workload):
+        return any(q.explicit and q.system == "volcano" for q in workload.queues)
+    return any(p.scheduler != DEFAULT_SCHEDULER for p in workload.gang_pod_sets)
+
+
+def _uses_volcano(workload: Workload) -> bool:
+    if not scheduler_known(workload):
+        return any(q.explicit and q.system == "volcano" for q in workload.queues)
+    return any(p.scheduler == VOLCANO_SCHEDULER for p in workload.gang_pod_sets)
+
+
+def demands_for(workload: Workload) -> list[Demand] | None:
+    """The pod sets to place, or None when a request does not parse (GG504 reports it)."""
+    sets = [p for p in workload.gang_pod_sets if p.gang_count > 0 or p.replicas > 0]
+    if any(p.request_errors for p in sets):
+        return None
+    requests = [{r: max(0, scheduler_units(r, q)) for r, q in p.requests.items()} for p in sets]
+    for req in requests:
+        req["pods"] = req.get("pods", 0) + 1
+    gang = _is_gang(workload)
+    counts = [p.gang_count if gang else p.replicas for p in sets]
+    total = sum(counts)
+    if gang and 0 < workload.gang_min < total:
+        # Flexible gang (Volcano minAvailable below the tasks' sum): any gang_min pods will
+        # do, so no pod set is individually required; place the cheapest ones.
+        order = sorted(range(len(sets)), key=lambda i: sorted(requests[i].items()))
+        want = [0] * len(sets)
+        left = workload.gang_min
+        for i in order:
+            take = min(left, sets[i].replicas)
+            want[i] = take
+            left -= take
+        return [Demand(p, req, 0, w) for p, req, w in zip(sets, requests, want, strict=True)]
+    hard = counts if gang else [min(1, c) for c in counts]
+    return [Demand(p, req, h, c) for p, req, h, c in zip(sets, requests, hard, counts, strict=True)]
+
+
+def _flexible_min(workload: Workload, demands: list[Demand]) -> int:
+    """Pods a flexible gang needs in total (0 when the gang is rigid)."""
+    if demands and all(d.hard == 0 for d in demands) and _is_gang(workload):
+        return workload.gang_min
+    return 0
+
+
+# -- formatting --------------------------------------------------------------------------
+
+
+def fmt(units: Mapping[str, int], skip_pods: bool = True) -> str:
+    parts = [f"{r} {format_quantity(r, v)}" for r, v in units.items()
+             if v and not (skip_pods and r == "pods")]
+    return ", ".join(parts) if parts else "no resources"
+
+
+def _fmt1(resource: str, value: int) -> str:
+    return f"{resource} {format_quantity(resource, int(value))}"
+
+
+# -- eligibility -------------------------------------------------------------------------
+
+
+def _signature(spec: Mapping[str, Any]) -> str:
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+                if isinstance(node_affinity, Mapping) else None)
+    return json.dumps([spec.get("tolerations"), spec.get("nodeSelector"), required, spec.get("nodeName")],
+                      sort_keys=True, default=str)
+
+
+def _tolerates(tolerations: Any, key: str, value: str, effect: str) -> bool:
+    for t in tolerations if isinstance(tolerations, list) else []:
+        if not isinstance(t, Mapping):
+            continue
+        t_effect = t.get("effect") or ""
+        if t_effect and t_effect != effect:
+            continue
+        t_key = t.get("key") or ""
+        operator = t.get("operator") or "Equal"
+        if operator == "Exists":
+            if not t_key or t_key == key:
+                return True
+        elif operator == "Equal" and t_key == key and str(t.get("value") or "") == value:
+            return True
+    return False
+
+
+def _expression(topo: Topology, expr: Any, field_match: bool) -> np.ndarray:
+    """One node selector requirement; malformed ones do not narrow anything (the API
+    server rejects them, and a false ``never`` is worse than a missed one)."""
+    ones = np.ones(topo.slots, dtype=bool)
+    if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
+        return ones
+    key, operator = expr["key"], expr.get("operator")
+    raw_values = expr.get("values")
+    values = [str(v) for v in raw_values] if isinstance(raw_values, list) else []
+    if operator in ("In", "NotIn") and not values:
+        return ones  # invalid (the API server refuses the pod): not ours to judge
+    if field_match:
+        if key != "metadata.name":
+            return ones
+        if operator == "In":
+            return topo.name_in(values)
+        if operator == "NotIn":
+            return ~topo.name_in(values)
+        return ones
+    if operator == "In":
+        return topo.label_equals(key, values)
+    if operator == "NotIn":
+        return ~topo.label_equals(key, values)
+    if operator == "Exists":
+        return topo.label_exists(key)
+    if operator == "DoesNotExist":
+        return ~topo.label_exists(key)
+    if operator in ("Gt", "Lt") and len(values) == 1:
+        try:
+            bound = int(values[0])
+        except ValueError:
+            return ones
+        numbers = topo.label_numbers(key)
+        with np.errstate(invalid="ignore"):
+            return numbers > bound if operator == "Gt" else numbers < bound  # NaN: False
+    return ones
+
+
+def _affinity_mask(topo: Topology, required: Any) -> np.ndarray:
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return np.ones(topo.slots, dtype=bool)
+    mask = np.zeros(topo.slots, dtype=bool)
+    for term in terms:
+        if not isinstance(term, Mapping):
+            continue
+        exprs = term.get("matchExpressions")
+        fields = term.get("matchFields")
+        exprs = exprs if isinstance(exprs, list) else []
+        fields = fields if isinstance(fields, list) else []
+        if not exprs and not fields:
+            continue  # an empty term matches no node
+        part = np.ones(topo.slots, dtype=bool)
+        for e in exprs:
+            part &= _expression(topo, e, False)
+        for f in fields:
+            part &= _expression(topo, f, True)
+        mask |= part
+    return mask
+
+
+@dataclass
+class _Eligibility:
+    mask: np.ndarray            # live, schedulable, tolerated, selected
+    cordoned: int
+    tainted: int                # schedulable nodes excluded by an untolerated taint
+    unselected: int             # ... by nodeSelector / affinity / nodeName
+    blocking_taints: list[str]
+
+
+def _label_keys(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The node label keys a pod spec's selector and required affinity look at."""
+    keys: set[str] = set()
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        keys.update(str(k) for k in selector)
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+                if isinstance(node_affinity, Mapping) else None)
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    for term in terms if isinstance(terms, list) else []:
+        exprs = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        for e in exprs if isinstance(exprs, list) else []:
+            if isinstance(e, Mapping) and isinstance(e.get("key"), str):
+                keys.add(e["key"])
+    return tuple(sorted(keys))
+
+
+def eligible_mask(topo: Topology, spec: Mapping[str, Any], signature: str | None = None) -> _Eligibility:
+    """Which nodes a pod with this spec may be scheduled on, resources aside. Cached on
+    the topology until the node set, taints, cordons or a label key it reads change."""
+    signature = signature if signature is not None else _signature(spec)
+    key = ("eligible", signature)
+    versions = topo.versions(_label_keys(spec))
+    cached = topo.cached(key, versions)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    n = topo.slots
+    live = topo.live[:n]
+    schedulable = live & ~topo.unschedulable[:n]
+    tolerations = spec.get("tolerations")
+    untolerated = [col for taint, col in topo.taint_index.items()
+                   if taint.effect in HARD_EFFECTS
+                   and not _tolerates(tolerations, taint.key, taint.value, taint.effect)]
+    if untolerated:
+        taint_ok = ~topo.taint_matrix[:n][:, untolerated].any(axis=1)
+    else:
+        taint_ok = np.ones(n, dtype=bool)
+    selected = np.ones(n, dtype=bool)
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        for k, v in selector.items():
+            selected &= topo.label_equals(str(k), [str(v)])
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    if isinstance(node_affinity, Mapping):
+        selected &= _affinity_mask(topo, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    node_name = spec.get("nodeName")
+    if isinstance(node_name, str) and node_name:
+        selected &= topo.name_in([node_name])
+    mask = schedulable & taint_ok & selected
+    blocking: list[str] = []
+    if untolerated:
+        inv = {col: t for t, col in topo.taint_index.items()}
+        hit = np.asarray(topo.taint_matrix[:n][schedulable & selected][:, untolerated].any(axis=0))
+        blocking = [f"{inv[c].key}={inv[c].value}:{inv[c].effect}" if inv[c].value
+                    else f"{inv[c].key}:{inv[c].effect}"
+                    for c, h in zip(untolerated, list(hit), strict=True) if h]
+    result = _Eligibility(mask=mask, cordoned=int((live & topo.unschedulable[:n]).sum()),
+                          tainted=int((schedulable & ~taint_ok).sum()),
+                          unselected=int((schedulable & taint_ok & ~selected).sum()),
+                          blocking_taints=blocking)
+    topo.remember(key, versions, result)
+    return result
+
+
+# -- packing -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Set:
+    demand: Demand
+    cols: np.ndarray            # resource columns the pod requests
+    amounts: np.ndarray         # units per pod in those columns
+    missing: list[str]          # requested resources no node offers at all
+    elig: _Eligibility
+    key: tuple[Any, ...] = ()   # (signature, request): what the capacity depends on
+
+    def capacity(self, free: np.ndarray) -> np.ndarray:
+        """Pods of this set each node can take on its own (0 where ineligible)."""
+        if self.missing:
+            return np.zeros(free.shape[0], dtype=np.int64)
+        per = free[:, self.cols] // self.amounts
+        cap = per.min(axis=1) if self.cols.size else np.full(free.shape[0], _BIG)
+        return np.where(self.elig.mask, np.maximum(cap, 0), 0)
+
+
+def _sets(topo: Topology, demands: list[Demand]) -> list[_Set]:
+    out = []
+    for d in demands:
+        present = [(topo.res_index[r], v) for r, v in d.request.items() if r in topo.res_index and v > 0]
+        missing = [r for r, v in d.request.items() if r not in topo.res_index and v > 0]
+        cols = np.array([c for c, _ in present], dtype=np.intp)
+        # A request beyond int64 (`cpu: 1e30` parses exactly) fits no node either way:
+        # saturate it, as the scheduler does, instead of overflowing the array.
+        amounts = np.array([min(v, int(_BIG)) for _, v in present], dtype=np.int64)
+        signature = _signature(d.pod_set.spec)
+        key = (signature, tuple(sorted(d.request.items())))
+        out.append(_Set(d, cols, amounts, missing, eligible_mask(topo, d.pod_set.spec, signature), key))
+    return out
+
+
+def _empty_capacity(topo: Topology, s: _Set) -> np.ndarray:
+    """Pods of a set each empty node takes: cached until labels or allocatable change."""
+    key = ("capacity", s.key)
+    versions = (topo.versions(_label_keys(s.demand.pod_set.spec)), topo.alloc_version)
+    cached = topo.cached(key, versions)
+    if cached is None:
+        cached = s.capacity(topo.alloc[: topo.slots])
+        topo.remember(key, versions, cached)
+    return cached  # type: ignore[no-any-return]
+
+
+def _greedy(free: np.ndarray, sets: list[_Set], counts: list[int], order: Iterable[int],
+            node_order: str = "index", caps: list[np.ndarray] | None = None) -> list[np.ndarray] | None:
+    """Greedy placement of ``counts[i]`` pods of each set, in ``order``; per-set node
+    counts, or None. Nodes are filled in slot order (first fit), roomiest first
+    (``most``) or tightest first (``least``, best fit). ``free`` is updated in place."""
+    placed: list[np.ndarray] = [np.zeros(free.shape[0], dtype=np.int64) for _ in sets]
+    untouched = True            # ``caps`` (capacities on ``free`` as given) still hold
+    for i in order:
+        want = counts[i]
+        if want <= 0:
+            continue
+        s = sets[i]
+        cap = caps[i] if caps is not None and untouched else s.capacity(free)
+        untouched = False
+        if int(cap.sum()) < want:
+            return None
+        idx = np.flatnonzero(cap)
+        if node_order == "most":
+            idx = idx[np.argsort(-cap[idx], kind="stable")]
+        elif node_order == "least":
+            idx = idx[np.argsort(cap[idx], kind="stable")]
+        sorted_cap = cap[idx]
+        cum = np.cumsum(sorted_cap)
+        last = int(np.searchsorted(cum, want))
+        take = sorted_cap[: last + 1].copy()
+        take[-1] -= int(cum[last]) - want
+        rows = idx[: last + 1]
+        placed[i][rows] += take
+        if s.cols.size:
+            free[np.ix_(rows, s.cols)] -= take[:, None] * s.amounts[None, :]
+    return placed
+
+
+def _place(free: np.ndarray, sets: list[_Set], counts: list[int],
+           caps: list[np.ndarray] | None = None) -> list[np.ndarray] | None:
+    """A few greedy orders; the first that places everything wins. ``caps``: each set's
+    capacity on ``free``, when the caller has it already."""
+    caps = caps if caps is not None else [s.capacity(free) for s in sets]
+    scarcity = []
+    for i in range(len(sets)):
+        total = int(caps[i].sum())
+        scarcity.append(total / counts[i] if counts[i] else float("inf"))
+    by_scarcity = sorted(range(len(sets)), key=lambda i: scarcity[i])
+    tries = [(by_scarcity, "index"), (by_scarcity[::-1], "index"), (by_scarcity, "least"),
+             (by_scarcity[::-1], "least"), (by_scarcity, "most")]
+    for order, node_order in tries:
+        trial = free.copy()
+        placed = _greedy(trial, sets, counts, order, node_order, caps)
+        if placed is not None:
+            free[...] = trial
+            return placed
+    return None
+
+
+def _place_flexible(free: np.ndarray, sets: list[_Set], need: int) -> list[np.ndarray] | None:
+    """Any ``need`` pods of the sets (a flexible gang): take from the roomiest sets first."""
+    for roomiest_first in (True, False):
+        trial = free.copy()
+        counts = [0] * len(sets)
+        left = need
+        rooms = [int(s.capacity(trial).sum()) for s in sets]
+        order = sorted(range(len(sets)), key=lambda i: -rooms[i] if roomiest_first else rooms[i])
+        placed = [np.zeros(free.shape[0], dtype=np.int64) for _ in sets]
+        for i in order:
+            if left == 0:
+                break
+            take = min(left, sets[i].demand.pod_set.replicas, int(sets[i].capacity(trial).sum()))
+            if take <= 0:
+                continue
+            counts = [0] * len(sets)
+            counts[i] = take
+            got = _greedy(trial, sets, counts, [i])
+            if got is None:
+                continue
+            placed[i] += got[i]
+            left -= take
+        if left == 0:
+            free[...] = trial
+            return placed
+    return None
+
+
+def _witness(topo: Topology, sets: list[_Set], placed: list[np.ndarray]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for s, rows in zip(sets, placed, strict=True):
+        nodes = out.setdefault(s.demand.name, {})
+        for slot in np.flatnonzero(rows):
+            name = topo.node_names[int(slot)]
+            if name is not None:
+                nodes[name] = nodes.get(name, 0) + int(rows[slot])
+    return out
+
+
+# -- necessary conditions ----------------------------------------------------------------
+
+
+def _exclusions(e: _Eligibility) -> str:
+    """Why nodes are not eligible: ``1 cordoned; 8 with taints it does not tolerate (...)``."""
+    reasons = []
+    if e.cordoned:
+        reasons.append(f"{e.cordoned} cordoned")
+    if e.tainted:
+        taints = f" ({', '.join(e.blocking_taints[:3])})" if e.blocking_taints else ""
+        reasons.append(f"{e.tainted} with taints it does not tolerate{taints}")
+    if e.unselected:
+        reasons.append(f"{e.unselected} not matching its nodeSelector/affinity")
+    return "; ".join(reasons)
+
+
+def _why_no_node(topo: Topology, s: _Set, alloc: np.ndarray) -> str:
+    d = s.demand
+    e = s.elig
+    where = f"pod set {d.name} ({fmt(d.request)} per pod)"
+    if s.missing:
+        return f"{where}: no node offers {', '.join(s.missing)}"
+    eligible = int(e.mask.sum())
+    excluded = _exclusions(e)
+    if eligible == 0:
+        return (f"{where} fits no node: none of the {topo.n_nodes} nodes is eligible "
+                f"({excluded or 'no nodes'})")
+    also = f"; not eligible: {excluded}" if excluded else ""
+    rows = alloc[e.mask][:, s.cols] if s.cols.size else np.zeros((eligible, 0), dtype=np.int64)
+    short = []
+    for j, col in enumerate(s.cols):
+        best = int(rows[:, j].max())
+        if best < s.amounts[j]:
+            name = topo.resources[col]
+            short.append(f"{name} {format_quantity(name, int(s.amounts[j]))} asked, the largest "
+                         f"eligible node offers {format_quantity(name, best)}")
+    if short:
+        return (f"{where} fits no node even when empty: {'; '.join(short)} "
+                f"({eligible} eligible nodes{also})")
+    # every resource fits somewhere, never all on one node: show the closest node
+    ratio = (rows / s.amounts[None, :]).min(axis=1)
+    best_row = int(np.argmax(ratio))
+    slot = int(np.flatnonzero(e.mask)[best_row])
+    offer = ", ".join(_fmt1(topo.resources[c], int(alloc[slot, c])) for c in s.cols
+                      if topo.resources[c] != "pods")
+    return (f"{where} fits no node even when empty: no eligible node has all of it at once "
+            f"(closest: {topo.node_names[slot]} with {offer}{also})")
+
+
+def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.ndarray,
+               flexible_min: int, what: str, caps: list[np.ndarray]) -> tuple[str, str] | None:
+    """(reason, JSON Pointer) why no placement of ``counts`` can exist on ``free`` (each
+    set's capacity there: ``caps``), or None. Every check here is a necessary condition,
+    so a returned reason is a proof."""
+    if flexible_min:
+        most = sum(int(c.sum()) for c in caps)
+        if most < flexible_min:
+            return (f"the gang needs {flexible_min} pods; the eligible nodes hold at most {most} "
+                    f"of them {what}"), ""
+        return None
+    for s, cap, want in zip(sets, caps, counts, strict=True):
+        if want <= 0:
+            continue
+        if not cap.any():
+            if what == "even when empty":
+                return _why_no_node(topo, s, free), s.demand.pod_set.path
+            return (f"pod set {s.demand.name} ({fmt(s.demand.request)} per pod) fits no node {what}",
+                    s.demand.pod_set.path)
+        most = int(cap.sum())
+        if most < want:
+            return (f"pod set {s.demand.name} needs {want} pods of {fmt(s.demand.request)}; its "
+                    f"{int(s.elig.mask.sum())} eligible nodes hold at most {most} {what}",
+                    s.demand.pod_set.path)
+    # Totals: a resource can only come from nodes where some pod using it fits.
+    total_cols: dict[int, int] = {}
+    usable: dict[int, np.ndarray] = {}
+    for s, cap, want in zip(sets, caps, counts, strict=True):
+        if want <= 0:
+            continue
+        for col, amount in zip(s.cols, s.amounts, strict=True):
+            c = int(col)
+            total_cols[c] = total_cols.get(c, 0) + want * int(amount)
+            usable[c] = usable.get(c, np.zeros(free.shape[0], dtype=bool)) | (cap > 0)
+    for col, needed in total_cols.items():
+        offered = int(np.maximum(free[usable[col], col], 0).sum())
+        if needed > offered:
+            resource = topo.resources[col]
+            return (f"the gang needs {_fmt1(resource, needed)} in total; the "
+                    f"{int(usable[col].sum())} nodes its pods fit offer {format_quantity(resource, offered)} "
+                    f"{what}"), ""
+    return None
+
+
+# -- GPU groups --------------------------------------------------------------------------
+
+
+@dataclass
+class _Groups:
+    unit: int                   # GPUs that must share one supernode (A, else G)
+    per_pod: int                # g
+    pods_per_unit: int
+    units: int                  # units the gang needs
+    gpu_sets: list[int]         # indexes into sets
+    resource: str
+    size: int
+    atomic_explicit: bool
+    path: str
+
+
+def _group_plan(workload: Workload, policy: Policy, sets: list[_Set]) -> _Groups | None:
+    spec = group_sizes(workload, policy)
+    if spec is None or not spec.pod_sets:
+        return None
+    gpu_names = set(policy.gpu_resources)
+    resources = {r for s in sets for r, v in s.demand.request.items() if r in gpu_names and v > 0}
+    if len(resources) != 1:
+        return None
+    resource = resources.pop()
+    gpu_sets = [i for i, s in enumerate(sets) if s.demand.request.get(resource, 0) > 0]
+    per_pod = {sets[i].demand.request[resource] for i in gpu_sets}
+    if len(per_pod) != 1:
+        return None  # mixed g: GG202/GG203 judge the sizes, we cannot chunk units
+    g = per_pod.pop()
+    unit = spec.atomic
+    if unit % g:
+        return None
+    total = sum(sets[i].demand.want for i in gpu_sets) * g
+    hard_total = sum(sets[i].demand.hard for i in gpu_sets) * g
+    return _Groups(unit=unit, per_pod=g, pods_per_unit=unit // g, units=min(total, hard_total) // unit,
+                   gpu_sets=gpu_sets, resource=resource, size=spec.size,
+                   atomic_explicit=spec.atomic_explicit, path=spec.atomic_path or spec.size_path)
+
+
+def _supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, free: np.ndarray,
+                     supernodes: list[tuple[str, np.ndarray]]) -> np.ndarray:
+    """Units each supernode can hold: pods of any GPU set per node (an upper bound)."""
+    best = np.zeros(free.shape[0], dtype=np.int64)
+    for i in plan.gpu_sets:
+        best = np.maximum(best, sets[i].capacity(free))
+    return topo.supernode_totals(best, supernodes) // plan.pods_per_unit
+
+
+def _unit_label(plan: _Groups) -> str:
+    if plan.atomic_explicit:
+        return f"atomic part of {plan.unit} GPUs (atomic-gpu-group-size, group {plan.size})"
+    return f"group of {plan.unit} GPUs (gpu-group-size)"
+
+
+def _groups_never(topo: Topology, sets: list[_Set], plan: _Groups, alloc: np.ndarray,
+                  supernodes: list[tuple[str, np.ndarray]]) -> str | None:
+    slots = _supernode_slots(topo, sets, plan, alloc, supernodes)
+    best = int(np.argmax(slots)) if slots.size else -1
+    if not slots.size or slots[best] == 0:
+        gpus = [int(np.maximum(alloc[rows, topo.res_index[plan.resource]], 0).sum())
+                if plan.resource in topo.res_index else 0 for _, rows in supernodes]
+        i = max(range(len(gpus)), key=lambda j: gpus[j])
+        return (f"no supernode can ever hold one {_unit_label(plan)} of {plan.pods_per_unit} pods x "
+                f"{plan.per_pod} {plan.resource}: the largest of {len(supernodes)} supernodes, "
+                f"{supernodes[i][0]}, has {gpus[i]} {plan.resource} in total")
+    total = int(slots.sum())
+    if total < plan.units:
+        return (f"the gang forms {plan.units} units ({_unit_label(plan)}) that must each sit inside one "
+                f"supernode; the {len(supernodes)} supernodes can hold at most {total} of them even "
+                f"when empty (largest: {supernodes[best][0]}, {slots[best]})")
+    return None
+
+
+def _unit_runs(sets: list[_Set], plan: _Groups) -> tuple[list[tuple[list[int], int]], list[int]]:
+    """The gang's units as runs of identical composition ((pods per set, how many units)),
+    and the pods outside units (placed anywhere). The GPU pods are taken set after set, so
+    there are at most two runs per GPU set, whatever the gang's size."""
+    per = plan.pods_per_unit
+    runs: list[tuple[list[int], int]] = []
+    rest = [0] * len(sets)
+    partial = [0] * len(sets)           # the unit being filled, which may span two sets
+    partial_pods = 0
+    units_left = plan.units
+    for i in plan.gpu_sets:
+        left = sets[i].demand.want
+        if partial_pods and units_left:
+            take = min(left, per - partial_pods)
+            partial[i] += take
+            partial_pods += take
+            left -= take
+            if partial_pods == per:
+                runs.append((partial, 1))
+                partial, partial_pods = [0] * len(sets), 0
+                units_left -= 1
+        if units_left and left >= per:
+            whole = min(left // per, units_left)
+            comp = [0] * len(sets)
+            comp[i] = per
+            runs.append((comp, whole))
+            left -= whole * per
+            units_left -= whole
+        if units_left and left and not partial_pods:
+            partial[i] += left
+            partial_pods += left
+            left = 0
+        rest[i] += left
+    for i in range(len(sets)):
+        rest[i] += partial[i]           # a unit never completed: not grouped
+        if i not in plan.gpu_sets:
+            rest[i] = sets[i].demand.want
+    return runs, rest
+
+
+def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, free: np.ndarray,
+                  supernodes: list[tuple[str, np.ndarray]], tick: Any) -> list[np.ndarray] | None:
+    """Units of GPU pods, each inside one supernode, then everything else anywhere.
+    Per supernode as many units of a run as fit at once (halving on failure), so the
+    cost grows with supernodes, not with the gang's size."""
+    n = free.shape[0]
+    placed = [np.zeros(n, dtype=np.int64) for _ in sets]
+    runs, rest_counts = _unit_runs(sets, plan)
+    sn = 0
+    for comp, count in runs:
+        left = count
+        while left:
+            if sn >= len(supernodes):
+                return None
+            tick()
+            rows = supernodes[sn][1]
+            sub_sets = [_Set(s.demand, s.cols, s.amounts, s.missing,
+                             _Eligibility(s.elig.mask[rows], 0, 0, 0, [])) for s in sets]
+            local = free[rows]
+            fit = min([left] + [int(sub_sets[i].capacity(local).sum()) // c
+                                for i, c in enumerate(comp) if c])
+            got = None
+            while fit > 0:
+                trial = local.copy()
+                got = _greedy(trial, sub_sets, [c * fit for c in comp], range(len(sets)))
+                if got is not None:
+                    free[rows] = trial
+                    for i, g in enumerate(got):
+                        placed[i][rows] += g
+                    left -= fit
+                    break
+                fit //= 2
+            if got is None or left:
+                sn += 1             # this supernode is full for this run
+    rest = _place(free, sets, rest_counts)
+    if rest is None:
+        return None
+    return [a + b for a, b in zip(placed, rest, strict=True)]
+
+
+# -- queues and quotas ---------------------------------------------------------------------
+
+
+def _gang_total(sets: list[_Set], counts: list[int]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for s, c in zip(sets, counts, strict=True):
+        for r, v in s.demand.request.items():
+            if r != "pods":
+                total[r] = total.get(r, 0) + c * v
+    return {r: v for r, v in total.items() if v}
+
+
+def _flexible_need(sets: list[_Set], pods: int) -> dict[str, int]:
+    """Per resource, the least any choice of ``pods`` pods of a flexible gang asks."""
+    out: dict[str, int] = {}
+    names = {r for s in sets for r in s.demand.request if r != "pods"}
+    for r in names:
+        left, total = pods, 0
+        for s in sorted(sets, key=lambda s: s.demand.request.get(r, 0)):
+            take = min(left, s.demand.pod_set.replicas)
+            total += take * s.demand.request.get(r, 0)
+            left -= take
+        if total:
+            out[r] = total
+    return out
+
+
+def _queue_checks(workload: Workload, topo: Topology, policy: Policy, need: dict[str, int],
+                  autoscaling: bool) -> Outcome | None:
+    """GG306 / GG402 never, or GG404 waits for the queue; None when the queue is fine."""
+    if not topo.queues or not _uses_volcano(workload):
+        return None
+    ref = next((q for q in workload.queues if q.system == "volcano" and q.explicit), None) or \
+        next((q for q in workload.queues if q.system == "volcano"), None)
+    if ref is None:
+        return None
+    name, path = ref.name, ref.path
+    queue = topo.queues.get(name)
+    if queue is None:
+        if not ref.explicit:
+            return None  # Volcano creates `default` itself; a snapshot without it proves nothing
+        known = ", ".join(sorted(topo.queues)[:8])
+        return Outcome("", Verdict.NEVER, "GG306", f"queue `{name}` does not exist (queues: {known})", path)
+    if name == "root":
+        return Outcome("", Verdict.NEVER, "GG306",
+                       "can not submit job to the root queue `root`; name a leaf queue", path)
+    children = topo.queue_children(name)
+    if children:
+        return Outcome("", Verdict.NEVER, "GG306",
+                       f"can only submit job to a leaf queue, queue `{name}` has child queues "
+                       f"{', '.join(children[:5])}", path)
+    if not queue.open:
+        return Outcome("", Verdict.NEVER, "GG306",
+                       f"can only submit job to queue with state `Open`, queue `{name}` status is "
+                       f"`{queue.state}`", path)
+    # Volcano capacity: min(capability, (cluster total - all guarantees) + own guarantee),
+    # and a child never exceeds its parents' capability.
+    total = topo.cluster_total(include_cordoned=True)  # as Volcano counts it: never less
+    guarantees: dict[str, int] = {}
+    for q in topo.queues.values():
+        for r, v in q.guarantee.items():
+            guarantees[r] = guarantees.get(r, 0) + v
+    limits: dict[str, tuple[int, str]] = {}
+    for r in need:
+        options: list[tuple[int, str]] = []
+        if r in queue.capability:
+            options.append((queue.capability[r], f"capability {format_quantity(r, queue.capability[r])}"))
+        for parent in topo.queue_ancestors(name):
+            if r in parent.capability:
+                options.append((parent.capability[r], f"parent queue `{parent.name}` capability "
+                                                      f"{format_quantity(r, parent.capability[r])}"))
+        reserved = guarantees.get(r, 0) - queue.guarantee.get(r, 0)
+        if not autoscaling and r in topo.res_index and reserved > 0:
+            # Other queues' guarantees are held back from this one. Without any, the
+            # cluster total alone is the nodes' business (GG403), not the queue's.
+            cluster = int(total[topo.res_index[r]])
+            real = max(0, cluster - guarantees.get(r, 0)) + queue.guarantee.get(r, 0)
+            options.append((real, f"cluster {format_quantity(r, cluster)} minus other queues' "
+                                  f"guarantees {format_quantity(r, reserved)}"))
+        if options:
+            limits[r] = min(options)
+    over = [(r, need[r], limits[r]) for r in need if r in limits and need[r] > limits[r][0]]
+    if over:
+        text = "; ".join(f"{_fmt1(r, n)} asked, the queue can never hold more than "
+                         f"{format_quantity(r, lim)} ({why})" for r, n, (lim, why) in over)
+        return Outcome("", Verdict.NEVER, "GG402",
+                       f"the gang's minimum resources exceed queue `{name}`: {text}", path)
+    held = topo.queue_held(name)
+    short = [(r, need[r], limits[r][0], held.get(r, 0)) for r in need
+             if r in limits and need[r] > limits[r][0] - held.get(r, 0)]
+    if short:
+        text = "; ".join(f"{_fmt1(r, n)} asked, {format_quantity(r, h)} of {format_quantity(r, lim)} "
+                         f"held by running/inqueue pod groups" for r, n, lim, h in short)
+        return Outcome("", Verdict.WAITS, "GG404", f"waits for room in queue `{name}`: {text}", path)
+    return None
+
+
+def _quota_checks(workload: Workload, topo: Topology, need: dict[str, int]) -> Outcome | None:
+    namespace = workload.namespace
+    if not namespace or not topo.quota_trees:
+        return None
+    chain = topo.quota_chain(namespace)
+    asked = {**need, "kube-queue/max-jobs": 1}
+    for node in reversed(chain):
+        over = [(r, asked[r], node.max[r]) for r in asked if r in node.max and asked[r] > node.max[r]]
+        if over:
+            text = ", ".join(f"{_fmt1(r, a)} asked, max {format_quantity(r, m)}" for r, a, m in over)
+            return Outcome("", Verdict.NEVER, "GG402",
+                           f"the gang exceeds ElasticQuotaTree node `{'/'.join(node.path)}` "
+                           f"(namespace {namespace}): {text}")
+    return None
+
+
+# -- one cluster ----------------------------------------------------------------------------
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def check_cluster(workload: Workload, snapshot: ClusterSnapshot, policy: Policy,
+                  demands: list[Demand], deadline: float | None = None) -> Outcome:
+    """The verdict for one member cluster."""
+    topo = snapshot.topology
+
+    def tick() -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise _OutOfTime
+
+    options = policy.feasibility
+    autoscaling = bool(options.get("autoscaling"))
+    try:
+        out = _check(workload, topo, policy, demands, autoscaling, tick)
+    except _OutOfTime:
+        out = Outcome("", Verdict.UNKNOWN, "GG406",
+                      f"feasibility budget ({options.get('budgetMilliseconds')} ms) ran out")
+    out.cluster = snapshot.name
+    return out
+
+
+def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Demand], autoscaling: bool,
+           tick: Any) -> Outcome:
+    if topo.n_nodes == 0:
+        return Outcome("", Verdict.UNKNOWN, "GG406", "the cluster snapshot has no nodes")
+    sets = _sets(topo, demands)
+    hard = [d.hard for d in demands]
+    want = [d.want for d in demands]
+    flexible = _flexible_min(workload, demands)
+    n = topo.slots
+    alloc = topo.alloc[:n]
+    free_now = alloc - topo.used[:n]
+    caps_now, caps_empty = [], []
+    for s in sets:  # one pass over the nodes per pod set: hundreds of sets must not outrun the budget
+        tick()
+        caps_now.append(s.capacity(free_now))
+        caps_empty.append(_empty_capacity(topo, s))
+    rows = [ExplainRow(d.name, d.want, int(s.elig.mask.sum()), int(now.sum()), int(empty.sum()))
+            for d, s, now, empty in zip(demands, sets, caps_now, caps_empty, strict=True)]
+
+    def outcome(verdict: Verdict, rule: str, message: str, path: str = "") -> Outcome:
+        return Outcome("", verdict, rule, message, path, rows=rows)
+
+    hard_need = _flexible_need(sets, flexible) if flexible else _gang_total(sets, hard)
+    queue = _queue_checks(workload, topo, policy, hard_need, autoscaling)
+    if queue is not None and queue.verdict == Verdict.NEVER:
+        queue.rows = rows
+        return queue
+    quota = _quota_checks(workload, topo, hard_need)
+    if quota is not None:
+        quota.rows = rows
+        return quota
+    tick()
+
+    # Empty cluster: necessary conditions (a proof when they fail).
+    proof = _necessary(topo, sets, hard, alloc, flexible, "even when empty", caps_empty)
+    if proof is not None:
+        if autoscaling:
+            return outcome(Verdict.WAITS, "GG404",
+                           f"{proof[0]}; waits for new nodes (feasibility.autoscaling)", proof[1])
+        return outcome(Verdict.NEVER, "GG403", *proof)
+    tick()
+    groups = group_sizes(workload, policy)
+    supernodes = topo.supernodes(policy.gpu.get("supernodeLabels", [])) if groups is not None else []
+    plan = _group_plan(workload, policy, sets) if supernodes else None
+    notes: list[str] = []
+    if groups is not None and not supernodes:
+        notes.append("the cluster has no supernode labels or tier-1 HyperNodes: GPU groups not checked")
+    if plan is not None and plan.units:
+        reason = _groups_never(topo, sets, plan, alloc, supernodes)
+        if reason is not None:
+            if autoscaling:
+                return outcome(Verdict.WAITS, "GG404", f"{reason}; waits for new nodes")
+            return outcome(Verdict.NEVER, "GG405", reason, plan.path)
+    tick()
+    if want != hard and not flexible:
+        # Not a gang: every pod is placed on its own. Pods that never fit stay Pending.
+        most = [int(c.sum()) for c in caps_empty]
+        short = [(d, m) for d, m in zip(demands, most, strict=True) if m < d.want]
+        if short:
+            text = "; ".join(f"{d.name}: {m} of {d.want} pods" for d, m in short)
+            partial = outcome(Verdict.NEVER, "GG403",
+                              f"only part of it fits even the empty cluster ({text}); not a gang, so "
+                              f"the rest stays Pending")
+            partial.severity = Severity.WARNING
+            return partial
+
+    # Now: the queue's room, then a witness in the free resources.
+    if queue is not None:
+        queue.rows = rows
+        return queue
+    free = free_now.copy()
+    if plan is not None and plan.units:
+        placed = _place_groups(topo, sets, plan, free, supernodes, tick)
+    elif flexible:
+        placed = _place_flexible(free, sets, flexible)
+    else:
+        placed = _place(free, sets, want, caps_now)
+    tick()
+    if placed is not None:
+        result = outcome(Verdict.FITS, "", "fits")
+        result.witness = _witness(topo, sets, placed)
+        result.notes = notes
+        return result
+    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now)
+    reason, path = now if now is not None else (None, "")
+    if reason is None and plan is not None and plan.units:
+        slots = int(_supernode_slots(topo, sets, plan, free_now, supernodes).sum())
+        if slots < plan.units:
+            reason = (f"{plan.units} units ({_unit_label(plan)}) needed, the supernodes' free resources "
+                      f"hold {slots} now")
+    if reason is None:
+        reason = "no placement found in the free resources now"
+    return outcome(Verdict.WAITS, "GG404", f"fits the empty cluster but waits: {reason}", path)
+
+
+# -- the whole fleet ---------------------------------------------------------------------------
+
+
+def _severity_for(verdict: Verdict, policy: Policy) -> Severity | None:
+    if verdict == Verdict.NEVER and policy.feasibility.get("mode") == "warn":
+        return Severity.WARNING
+    return None
+
+
+def feasibility(workload: Workload, ctx: Any) -> Feasibility | None:
+    """The verdict for a workload against ``ctx.clusters``, computed once per evaluation."""
+    if CACHE_KEY in ctx.cache:
+        return ctx.cache[CACHE_KEY]  # type: ignore[no-any-return]
+    result = _evaluate(workload, ctx)
+    ctx.cache[CACHE_KEY] = result
+    # A front end that wants to show the placements (lint --explain) passes a sequence
+    # with a ``record`` method; policies never know who is listening.
+    record = getattr(ctx.clusters, "record", None)
+    if result is not None and callable(record):
+        record(workload, result)
+    return result
+
+
+def problems(workload: Workload, ctx: Any, rule_id: str) -> Iterator[Problem]:
+    """The problems one feasibility rule reports for this evaluation."""
+    result = feasibility(workload, ctx)
+    if result is not None:
+        yield from result.problems_for(rule_id)
+
+
+def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
+    policy: Policy = ctx.policy
+    options = policy.feasibility
+    if options.get("mode") == "off" or ctx.clusters is None:
+        return None
+    demands = demands_for(workload)
+    if demands is None or not any(d.want for d in demands):
+        return None
+    clusters: Sequence[ClusterSnapshot] = ctx.clusters
+    if not clusters:
+        out = Outcome("", Verdict.UNKNOWN, "GG406", "no cluster topology is available")
+        return _combine(workload, [out], policy)
+    deadline = ctx.deadline
+    if deadline is None:
+        deadline = time.monotonic() + float(options.get("budgetMilliseconds", 200)) / 1000
+    now = time.monotonic()
+    stale_after = float(options.get("staleAfterSeconds", 30))
+    outcomes = []
+    for snapshot in clusters:
+        if snapshot.stale(now, stale_after):
+            age = now - (snapshot.updated_at or now)
+            what = (f"topology is {age:.0f}s old (staleAfterSeconds {stale_after:g})" if age != float("inf")
+                    else "topology has not been synced yet")
+            outcomes.append(Outcome(snapshot.name, Verdict.UNKNOWN, "GG406", what))
+            continue
+        outcomes.append(check_cluster(workload, snapshot, policy, demands, deadline))
+    return _combine(workload, outcomes, policy)
+
+
+def _combine(workload: Workload, outcomes: list[Outcome], policy: Policy) -> Feasibility:
+    fleet = len(outcomes) > 1
+
+    def label(o: Outcome) -> str:
+        return f"cluster {o.cluster}: " if fleet and o.cluster else ""
+
+    result = Feasibility(Verdict.UNKNOWN, outcomes)
+
+    def add(rule: str, message: str, path: str, verdict: Verdict, severity: Severity | None = None) -> None:
+        result.problems.setdefault(rule, []).append(
+            Problem(f"{workload}: {message}", path, severity or _severity_for(verdict, policy)))
+
+    fits = [o for o in outcomes if o.verdict == Verdict.FITS]
+    if fits:
+        result.verdict = Verdict.FITS
+        for note in fits[0].notes:  # parts of the check that had no data
+            add("GG406", f"{label(fits[0])}{note}", "", Verdict.UNKNOWN)
+        return result
+    for verdict in (Verdict.WAITS, Verdict.UNKNOWN):
+        chosen = [o for o in outcomes if o.verdict == verdict]
+        if chosen:
+            result.verdict = verdict
+            others = [o for o in outcomes if o.verdict != verdict]
+            text = "; ".join(f"{label(o)}{o.message}" for o in chosen)
+            if others:
+                text += "; " + "; ".join(f"{label(o)}{o.verdict.value}: {o.message}" for o in others)
+            add(chosen[0].rule, text, chosen[0].path, verdict)
+            return result
+    result.verdict = Verdict.NEVER
+    if fleet:
+        text = "no member cluster can run it: " + "; ".join(f"{label(o)}{o.message}" for o in outcomes)
+    else:
+        text = outcomes[0].message
+    add(outcomes[0].rule, text, outcomes[0].path, Verdict.NEVER,
+        outcomes[0].severity if all(o.severity for o in outcomes) else None)
+    return result

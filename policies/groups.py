@@ -1,0 +1,160 @@
+"""GPU group sizes (seed 000): what the gpu-podaffinity scheduler plugin reads.
+
+G is ``gpu-group-size`` (GPUs of one model-parallel unit, placed inside one supernode),
+A is ``atomic-gpu-group-size`` (default G; each A-sized part must sit in one supernode),
+g the GPUs per pod of a GPU pod set, T the GPUs of the whole job. The annotation keys
+come from the policy (``gpu.groupSizeAnnotation``, ``gpu.atomicGroupSizeAnnotation``).
+
+The scheduler reads the annotations on pods, so values on pod templates count first;
+a value only on the workload's own metadata is used as a fallback (GG205 warns).
+Rules GG201-GG205 and the feasibility check GG405 all read groups through here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from policies.config import Policy
+from policies.findings import join_pointer
+from policies.gpu import gpus_per_pod
+from policies.workload import PodSet, Workload
+
+__all__ = ["GroupValue", "GroupAnnotations", "GpuPodSet", "GroupSpec", "parse_group_size",
+           "group_annotations", "group_sizes", "format_gpus"]
+
+# strconv.Atoi accepts an optional sign; zero and negatives are refused below.
+_INTEGER = re.compile(r"[+]?[0-9]{1,18}")
+
+
+def parse_group_size(raw: Any) -> int | None:
+    """A positive integer given as int or numeric string, else None."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if raw > 0 else None
+    if isinstance(raw, str) and _INTEGER.fullmatch(raw):
+        value = int(raw)
+        return value if value > 0 else None
+    return None
+
+
+@dataclass(frozen=True)
+class GroupValue:
+    """One place a group-size annotation is written."""
+
+    key: str                    # the annotation key
+    raw: Any                    # as written
+    value: int | None           # parsed; None when malformed (GG201)
+    path: str                   # JSON Pointer of the annotation value
+    pod_set: PodSet | None      # None: the workload's own metadata
+
+    @property
+    def where(self) -> str:
+        return f"pod set {self.pod_set.name}" if self.pod_set is not None else "workload metadata"
+
+
+@dataclass(frozen=True)
+class GroupAnnotations:
+    """Every place G and A are written on a workload."""
+
+    size: list[GroupValue]      # G on pod templates first, then on workload metadata
+    atomic: list[GroupValue]
+
+
+def _values(workload: Workload, key: str) -> list[GroupValue]:
+    found: list[GroupValue] = []
+    for pod_set in workload.gang_pod_sets:
+        if key in pod_set.annotations:
+            raw = pod_set.annotations[key]
+            found.append(GroupValue(key, raw, parse_group_size(raw),
+                                    join_pointer(pod_set.path, "metadata", "annotations", key), pod_set))
+    # A bare Pod is its own template: its metadata was read above, as the pod's.
+    if key in workload.annotations and not any(p.template is workload.doc for p in workload.pod_sets):
+        raw = workload.annotations[key]
+        found.append(GroupValue(key, raw, parse_group_size(raw),
+                                join_pointer("/metadata/annotations", key), None))
+    return found
+
+
+def group_annotations(workload: Workload, policy: Policy) -> GroupAnnotations:
+    return GroupAnnotations(size=_values(workload, policy.gpu["groupSizeAnnotation"]),
+                            atomic=_values(workload, policy.gpu["atomicGroupSizeAnnotation"]))
+
+
+@dataclass(frozen=True)
+class GpuPodSet:
+    pod_set: PodSet
+    gpus: Fraction              # g: GPUs per pod (effective request)
+
+    @property
+    def total(self) -> Fraction:
+        return self.gpus * self.pod_set.replicas
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """The group sizes of one workload, resolved. ``atomic`` is ``size`` when A is not set."""
+
+    size: int                   # G
+    atomic: int                 # A
+    size_path: str
+    atomic_path: str            # "" when A defaults to G
+    pod_sets: tuple[GpuPodSet, ...]   # the GPU pod sets of the gang
+
+    @property
+    def atomic_explicit(self) -> bool:
+        return bool(self.atomic_path)
+
+    @property
+    def total_gpus(self) -> Fraction:
+        """T: GPUs of the whole job at full size."""
+        return sum((p.total for p in self.pod_sets), Fraction(0))
+
+    @property
+    def groups(self) -> Fraction:
+        """T / G: how many groups the job forms."""
+        return self.total_gpus / self.size
+
+    def breakdown(self) -> str:
+        """``1x8 Master + 6x8 Worker``: how T is made up."""
+        return " + ".join(f"{p.pod_set.replicas}x{format_gpus(p.gpus)} {p.pod_set.name}"
+                          for p in self.pod_sets)
+
+
+def format_gpus(amount: Fraction | int) -> str:
+    amount = Fraction(amount)
+    return str(amount.numerator) if amount.denominator == 1 else f"{float(amount):g}"
+
+
+def _in_force(values: list[GroupValue]) -> tuple[bool, GroupValue | None]:
+    """(usable, the value in force or None when unset). Unusable: a value is malformed
+    (GG201) or pod templates disagree (GG205)."""
+    if not values:
+        return True, None
+    if any(v.value is None for v in values):
+        return False, None
+    chosen = [v for v in values if v.pod_set is not None] or values  # pods carry the templates' value
+    if len({v.value for v in chosen}) > 1:
+        return False, None
+    return True, chosen[0]
+
+
+def group_sizes(workload: Workload, policy: Policy) -> GroupSpec | None:
+    """G, A and the GPU pod sets of a workload that sets G, or None.
+
+    None also when G or A is malformed (GG201) or pod templates disagree (GG205):
+    those rules report it, and nothing sensible can be derived from it.
+    """
+    found = group_annotations(workload, policy)
+    size_ok, size = _in_force(found.size)
+    atomic_ok, atomic = _in_force(found.atomic)
+    if not (size_ok and atomic_ok) or size is None or size.value is None:
+        return None
+    pod_sets = tuple(GpuPodSet(p, g) for p in workload.gang_pod_sets
+                     if (g := gpus_per_pod(p, policy)) > 0)
+    if atomic is not None and atomic.value is not None:
+        return GroupSpec(size.value, atomic.value, size.path, atomic.path, pod_sets)
+    return GroupSpec(size.value, size.value, size.path, "", pod_sets)

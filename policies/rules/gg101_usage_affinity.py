@@ -1,0 +1,83 @@
+"""Pod templates get the node affinity and tolerations of their usage pool.
+
+Nodes are labelled **and** tainted with `maip.mxsf.io/node.usage` = `training`,
+`inference` or `hybrid` (seed 003). A workload of usage U (label
+`maip.mxsf.io/usage` on the object, else `usage.defaults` by kind: Deployment is
+inference, PyTorchJob is training, ...) may run on the nodes of `usage.pools[U]`
+and prefers the nodes of U itself, so every pod template gets:
+
+- required node affinity `nodeKey In pools[U]`, added to **every** existing
+  `nodeSelectorTerm` (terms are ORed: a new term would loosen the user's constraint);
+- preferred node affinity, weight `preferredWeight`, `nodeKey In [U]`;
+- a toleration `nodeKey=<pool>:NoSchedule` for each pool, unless one already tolerates it.
+
+The webhook injects these as a JSON Patch; the linter reports what is missing and
+`gpugate lint --fix` writes it into the file. An expression of the user's own on the
+usage key is kept (a contradicting one is GG105). In scope: workloads with the usage
+label and workloads requesting a GPU (`usage.scope: all`: every workload).
+
+```yaml pass
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inference-service, labels: {maip.mxsf.io/usage: inference}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: inference-service}}
+  template:
+    metadata: {labels: {app: inference-service}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions:
+              - {key: maip.mxsf.io/node.usage, operator: In, values: [inference, hybrid]}
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 100
+            preference:
+              matchExpressions:
+              - {key: maip.mxsf.io/node.usage, operator: In, values: [inference]}
+      tolerations:
+      - {key: maip.mxsf.io/node.usage, operator: Equal, value: inference, effect: NoSchedule}
+      - {key: maip.mxsf.io/node.usage, operator: Equal, value: hybrid, effect: NoSchedule}
+      containers:
+      - {name: main, image: nginx:latest}
+```
+
+```yaml fail
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inference-service, labels: {maip.mxsf.io/usage: inference}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: inference-service}}
+  template:
+    metadata: {labels: {app: inference-service}}
+    spec:
+      containers:
+      - {name: main, image: nginx:latest}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.patch import PatchOp
+from policies.usage import usage_patch, workload_usage
+from policies.workload import Workload
+
+ID = "GG101"
+SLUG = "usage-affinity"
+SEVERITY = Severity.WARNING
+
+
+def mutate(workload: Workload, ctx: Context) -> Iterator[tuple[Problem, list[PatchOp]]]:
+    patches = usage_patch(workload, ctx.policy)
+    if not patches:
+        return
+    usage, source = workload_usage(workload, ctx.policy)
+    for patch in patches:
+        message = (f"{workload} pod set {patch.pod_set.name}: usage {usage} ({source}) needs "
+                   f"{'; '.join(patch.injected)} in {patch.pod_set.spec_path or '/'}")
+        yield Problem(message, patch.pod_set.spec_path, fixable=True), patch.ops

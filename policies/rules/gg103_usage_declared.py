@@ -1,0 +1,59 @@
+"""A GPU workload declares what it is for: training or inference.
+
+The usage decides which node pool the pods may use (seed 003). It comes from the label
+`maip.mxsf.io/usage` (`usage.workloadKey`) on the object, else from `usage.defaults`
+for the kind (Deployment: inference, PyTorchJob: training, ...), else from a preferred
+node affinity `maip.mxsf.io/node.usage In [<pool>]` already in the pod templates (a Pod
+created from a template the webhook has mutated). A workload in scope (a
+GPU workload, or labelled, or any with `usage.scope: all`) whose usage cannot be
+determined gets no usage affinity and tolerations, so it cannot run on the tainted
+GPU pools: a bare Pod or an MPIJob without the label, or a label value that is not a
+pool of `usage.pools`.
+
+```yaml pass
+apiVersion: v1
+kind: Pod
+metadata: {name: infer, labels: {maip.mxsf.io/usage: inference}}
+spec:
+  containers:
+  - name: main
+    image: nginx
+    resources: {limits: {nvidia.com/gpu: 1}}
+```
+
+```yaml fail
+apiVersion: v1
+kind: Pod
+metadata: {name: infer}
+spec:
+  containers:
+  - name: main
+    image: nginx
+    resources: {limits: {nvidia.com/gpu: 1}}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity, join_pointer
+from policies.usage import in_scope, usage_config, workload_usage
+from policies.workload import Workload
+
+ID = "GG103"
+SLUG = "usage-declared"
+SEVERITY = Severity.WARNING
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    if not in_scope(workload, ctx.policy):
+        return
+    usage, reason = workload_usage(workload, ctx.policy)
+    if usage is not None:
+        return
+    cfg = usage_config(ctx.policy)
+    pools = "|".join(sorted(cfg.pools))
+    path = (join_pointer("/metadata/labels", cfg.workload_key) if cfg.workload_key in workload.labels
+            else "/metadata")
+    yield Problem(f"{workload}: usage cannot be determined ({reason}); set label "
+                  f"{cfg.workload_key}: {pools}", path)

@@ -1,0 +1,71 @@
+"""The workload's own affinity or tolerations contradict its usage.
+
+A training workload may run on the pools `usage.pools.training` (training, hybrid),
+an inference workload on `usage.pools.inference` (inference, hybrid). A pod template
+that requires or prefers nodes of another pool (`maip.mxsf.io/node.usage In [training]`
+on an inference Deployment), selects one with a `nodeSelector`, or tolerates another
+pool's taint contradicts the declared usage. gpugate respects the user's expression and
+does not overwrite it (GG101 leaves that term alone); this rule says so.
+
+```yaml pass
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: infer, labels: {maip.mxsf.io/usage: inference}}
+spec:
+  selector: {matchLabels: {app: infer}}
+  template:
+    metadata: {labels: {app: infer}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions:
+              - {key: maip.mxsf.io/node.usage, operator: In, values: [inference]}
+      containers:
+      - {name: main, image: nginx}
+```
+
+```yaml fail
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: infer, labels: {maip.mxsf.io/usage: inference}}
+spec:
+  selector: {matchLabels: {app: infer}}
+  template:
+    metadata: {labels: {app: infer}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions:
+              - {key: maip.mxsf.io/node.usage, operator: In, values: [training]}
+      tolerations:
+      - {key: maip.mxsf.io/node.usage, operator: Equal, value: training, effect: NoSchedule}
+      containers:
+      - {name: main, image: nginx}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.usage import in_scope, usage_conflicts, workload_usage
+from policies.workload import Workload
+
+ID = "GG105"
+SLUG = "usage-conflict"
+SEVERITY = Severity.WARNING
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    if not in_scope(workload, ctx.policy):
+        return
+    usage, source = workload_usage(workload, ctx.policy)
+    if usage is None:
+        return
+    for pod_set in workload.pod_sets:
+        for conflict in usage_conflicts(pod_set, usage, ctx.policy):
+            yield Problem(f"{workload} pod set {pod_set.name}: {conflict.message} ({source})", conflict.path)

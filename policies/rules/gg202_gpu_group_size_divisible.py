@@ -1,0 +1,98 @@
+"""The GPU group size must fit the job: a multiple of the GPUs per pod, and a divisor of
+the job's GPUs.
+
+With G = `metax-tech.com/gpu-group-size`, g the GPUs of one pod and T the GPUs of the
+whole job, the gpu-podaffinity plugin needs `G % g == 0` for every GPU pod set (a group
+is made of whole pods) and `T % G == 0` (the job is made of whole groups). Otherwise the
+gang can never be split into groups and stays Pending.
+
+Seed example: Master 1x8 + Worker 7x8 GPUs is T = 64, so G = 32 gives two groups.
+With 6 workers T = 56, which 32 does not divide.
+
+```yaml pass
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pytorch-demo, namespace: kubeflow}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: Never
+      template:
+        metadata:
+          annotations: {metax-tech.com/gpu-group-size: "32"}
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+    Worker:
+      replicas: 7
+      restartPolicy: Never
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+```
+
+```yaml fail
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pytorch-demo, namespace: kubeflow}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: Never
+      template:
+        metadata:
+          annotations: {metax-tech.com/gpu-group-size: "32"}
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+    Worker:
+      replicas: 6
+      restartPolicy: Never
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.groups import format_gpus, group_sizes
+from policies.workload import Workload
+
+ID = "GG202"
+SLUG = "gpu-group-size-divisible"
+SEVERITY = Severity.ERROR
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    spec = group_sizes(workload, ctx.policy)
+    if spec is None or not spec.pod_sets:
+        return
+    key = ctx.policy.gpu["groupSizeAnnotation"]
+    for part in spec.pod_sets:
+        if spec.size % part.gpus:
+            yield Problem(f"{workload}: {key} {spec.size} is not a multiple of the "
+                          f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name} "
+                          "(a group is made of whole pods)", spec.size_path)
+    total = spec.total_gpus
+    if total % spec.size:
+        yield Problem(f"{workload}: {key} {spec.size} does not divide the job's {format_gpus(total)} GPUs "
+                      f"({spec.breakdown()})", spec.size_path)

@@ -1,0 +1,78 @@
+"""The atomic GPU group size must be a multiple of the GPUs per pod and divide the
+group size.
+
+A = `metax-tech.com/atomic-gpu-group-size` (default: G) is the part of a group that
+must sit inside one supernode when the whole group cannot. The plugin needs
+`A % g == 0` for every GPU pod set (g = GPUs per pod) and `G % A == 0`.
+
+Seed example: G = 32 with A = 16 and 8 GPUs per pod.
+
+```yaml pass
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: demo, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 8
+      template:
+        metadata:
+          annotations:
+            metax-tech.com/gpu-group-size: "32"
+            metax-tech.com/atomic-gpu-group-size: "16"
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+```
+
+```yaml fail
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: demo, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 8
+      template:
+        metadata:
+          annotations:
+            metax-tech.com/gpu-group-size: "32"
+            metax-tech.com/atomic-gpu-group-size: "12"
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.groups import format_gpus, group_sizes
+from policies.workload import Workload
+
+ID = "GG203"
+SLUG = "atomic-gpu-group-size"
+SEVERITY = Severity.ERROR
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    spec = group_sizes(workload, ctx.policy)
+    if spec is None or not spec.atomic_explicit:
+        return
+    key = ctx.policy.gpu["atomicGroupSizeAnnotation"]
+    size_key = ctx.policy.gpu["groupSizeAnnotation"]
+    for part in spec.pod_sets:
+        if spec.atomic % part.gpus:
+            yield Problem(f"{workload}: {key} {spec.atomic} is not a multiple of the "
+                          f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name}",
+                          spec.atomic_path)
+    if spec.size % spec.atomic:
+        yield Problem(f"{workload}: {key} {spec.atomic} does not divide {size_key} {spec.size}",
+                      spec.atomic_path)

@@ -1,0 +1,68 @@
+"""A Volcano queue is named, but the pods are not scheduled by Volcano.
+
+Only the Volcano scheduler reads Volcano queues. A Deployment whose pod template names
+`scheduling.volcano.sh/queue-name` but keeps the default scheduler, or a RayCluster with
+`volcano.sh/queue-name` whose `ray.io/scheduler-name` label picks another batch
+scheduler, is never queued: the quota the queue stands for is silently bypassed.
+
+Not judged, to avoid false alarms: a RayCluster with `volcano.sh/queue-name` and **no**
+`ray.io/scheduler-name` label (KubeRay started with `--batch-scheduler=volcano` sets the
+scheduler itself, and KubeRay >= 1.3 ignores the label), and a Kubeflow job whose
+templates leave `schedulerName` empty (training-operator with gang scheduling fills it).
+
+```yaml pass
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: test-cluster-0
+  labels: {volcano.sh/queue-name: kuberay-test-queue}
+spec:
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers: [{name: ray-head, image: rayproject/ray:2.9.0}]
+```
+
+```yaml fail
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: infer, namespace: ml}
+spec:
+  replicas: 2
+  template:
+    metadata:
+      annotations: {scheduling.volcano.sh/queue-name: inference}
+    spec:
+      containers: [{name: main, image: nginx}]
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity, field_name
+from policies.schedulers import VOLCANO_SCHEDULER, non_volcano_pod_sets, scheduler_path
+from policies.workload import Workload
+
+ID = "GG302"
+SLUG = "queue-without-volcano"
+SEVERITY = Severity.ERROR
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    named = [q for q in workload.queues if q.system == "volcano" and q.explicit and q.name]
+    if not named:
+        return
+    queue = named[0]
+    outside = non_volcano_pod_sets(workload)
+    if not outside:
+        return
+    by_scheduler: dict[str, list[str]] = {}
+    for pod_set in outside:
+        by_scheduler.setdefault(pod_set.scheduler, []).append(pod_set.name)
+    used = "; ".join(f"pod set {', '.join(names)} by {scheduler!r}"
+                     for scheduler, names in by_scheduler.items())
+    yield Problem(f"{workload}: Volcano queue {queue.name!r} is named at {field_name(queue.path)}, but "
+                  f"the pods are not scheduled by {VOLCANO_SCHEDULER!r} ({used}); the queue is never used",
+                  scheduler_path(workload, outside[0]))

@@ -1,0 +1,64 @@
+"""A queue name that is not a valid object name.
+
+Volcano Queues and Kueue LocalQueues are Kubernetes objects, so their names are
+DNS-1123 subdomains: lower-case letters, digits, `-` and `.`, starting and ending with
+an alphanumeric character, at most 253 characters. A job naming `ML_Team` can never
+find its queue.
+
+```yaml pass
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train}
+spec:
+  queue: ml-team.a100
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        containers: [{name: main, image: busybox}]
+```
+
+```yaml fail
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train}
+spec:
+  queue: ML_Team
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        containers: [{name: main, image: busybox}]
+```
+"""
+
+import re
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity, field_name
+from policies.workload import Workload
+
+ID = "GG304"
+SLUG = "queue-name-format"
+SEVERITY = Severity.ERROR
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+MAX_LENGTH = 253
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    for queue in workload.queues:
+        if not queue.explicit or not queue.name:
+            continue  # an empty name means "the default queue" to the controllers
+        where = field_name(queue.path)
+        if len(queue.name) > MAX_LENGTH:
+            yield Problem(f"{workload}: {queue.system} queue name at {where} is {len(queue.name)} "
+                          f"characters long, more than {MAX_LENGTH}", queue.path)
+        elif not DNS1123_SUBDOMAIN.fullmatch(queue.name):
+            yield Problem(f"{workload}: {queue.system} queue name {queue.name!r} at {where} is not a "
+                          "DNS-1123 subdomain (lower-case letters, digits, '-' and '.', alphanumeric at "
+                          "both ends)", queue.path)

@@ -1,0 +1,63 @@
+"""A GPU workload names no queue, where the policy requires one.
+
+Off unless the policy says `queues: {require: true}`: then every workload that requests
+a GPU must name a queue explicitly (Volcano `spec.queue`, `schedulingPolicy.queue`, the
+`scheduling.volcano.sh/queue-name` annotation, the KubeRay label
+`volcano.sh/queue-name`, or Kueue's `kueue.x-k8s.io/queue-name`), so that GPU quota
+is enforced. A default queue the controller would pick does not count.
+
+```yaml policy
+queues: {require: true}
+```
+
+```yaml pass
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train}
+spec:
+  queue: ml-team
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        containers:
+        - {name: main, image: busybox, resources: {limits: {nvidia.com/gpu: 1}}}
+```
+
+```yaml fail
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train}
+spec:
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        containers:
+        - {name: main, image: busybox, resources: {limits: {nvidia.com/gpu: 1}}}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.gpu import is_gpu_workload
+from policies.workload import Workload
+
+ID = "GG305"
+SLUG = "queue-required"
+SEVERITY = Severity.WARNING
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    if not ctx.policy.data["queues"].get("require"):
+        return
+    if any(q.explicit and q.name for q in workload.queues) or not is_gpu_workload(workload, ctx.policy):
+        return
+    default = next((q.name for q in workload.queues if not q.explicit), None)
+    fallback = f" (it would go to the default queue {default!r})" if default else ""
+    yield Problem(f"{workload}: requests GPUs but names no queue{fallback}; the policy requires one "
+                  "(queues.require)", "/metadata")

@@ -1,0 +1,102 @@
+"""The Volcano queue a gang is submitted to must exist, be `Open`, and be a leaf.
+
+Volcano's admission refuses a job whose queue is not `Open`
+(``can only submit job to queue with state `Open`, queue `q` status is `Closed` ``),
+and with hierarchical queues only leaf queues take jobs: `root` and queues with
+children never run anything themselves. A queue that does not exist leaves the
+job's PodGroup pending forever (KubeRay's `volcano.sh/queue-name` label is only
+honoured "once the Queue resource has been created", seed 001).
+
+Needs a cluster snapshot (`gpugate lint --cluster FILE`, or the webhook's live
+topology). Checked for workloads whose pods Volcano schedules, and only against a
+snapshot that contains Queues; the implicit `default` queue of Volcano Jobs and
+Kubeflow jobs is not reported missing (Volcano creates it itself). In a fleet the
+workload is fine when one member cluster can run it.
+
+```yaml cluster
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: cpu-0, labels: {kubernetes.io/hostname: cpu-0}}
+  status: {allocatable: {cpu: "16", memory: 64Gi, pods: "110"}}
+- apiVersion: scheduling.volcano.sh/v1beta1
+  kind: Queue
+  metadata: {name: root}
+  spec: {weight: 1}
+  status: {state: Open}
+- apiVersion: scheduling.volcano.sh/v1beta1
+  kind: Queue
+  metadata: {name: default}
+  spec: {weight: 1, parent: root}
+  status: {state: Open}
+- apiVersion: scheduling.volcano.sh/v1beta1
+  kind: Queue
+  metadata: {name: team-a}
+  spec: {weight: 1, parent: root}
+  status: {state: Open}
+- apiVersion: scheduling.volcano.sh/v1beta1
+  kind: Queue
+  metadata: {name: team-archive}
+  spec: {weight: 1, parent: root}
+  status: {state: Closed}
+```
+
+```yaml pass
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: etl, namespace: team-a}
+spec:
+  schedulerName: volcano
+  queue: team-a
+  minAvailable: 2
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: main
+          image: busybox
+          resources: {requests: {cpu: "2", memory: 4Gi}}
+```
+
+```yaml fail
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: etl, namespace: team-a}
+spec:
+  schedulerName: volcano
+  queue: team-archive
+  minAvailable: 2
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: main
+          image: busybox
+          resources: {requests: {cpu: "2", memory: 4Gi}}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.workload import Workload
+
+ID = "GG306"
+SLUG = "queue-exists"
+SEVERITY = Severity.ERROR
+NEEDS_TOPOLOGY = True
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    from policies.feasibility import problems  # numpy: imported only when a topology is given
+
+    yield from problems(workload, ctx, ID)

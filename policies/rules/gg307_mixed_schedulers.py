@@ -1,0 +1,75 @@
+"""Pod templates of one workload use different schedulers.
+
+A gang is only formed by one scheduler: if the Master is scheduled by `volcano` and the
+Workers by `default-scheduler`, Volcano waits for pods it never sees and the job stays
+Pending (or half of it runs without the gang guarantee). Pods outside the gang (the
+RayJob submitter) are not compared.
+
+```yaml pass
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: demo, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers: [{name: pytorch, image: alpine:3.19}]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          schedulerName: volcano
+          containers: [{name: pytorch, image: alpine:3.19}]
+```
+
+```yaml fail
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: demo, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers: [{name: pytorch, image: alpine:3.19}]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          schedulerName: default-scheduler
+          containers: [{name: pytorch, image: alpine:3.19}]
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.schedulers import pod_set_scheduler, scheduler_path
+from policies.workload import Workload
+
+ID = "GG307"
+SLUG = "mixed-schedulers"
+SEVERITY = Severity.ERROR
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    by_scheduler: dict[str, list[str]] = {}
+    first_of: dict[str, str] = {}
+    for pod_set in workload.gang_pod_sets:
+        scheduler = pod_set_scheduler(workload, pod_set)
+        if scheduler is None:
+            continue  # an operator flag decides (empty Kubeflow schedulerName, KubeRay): unknown
+        by_scheduler.setdefault(scheduler, []).append(pod_set.name)
+        first_of.setdefault(scheduler, scheduler_path(workload, pod_set))
+    if len(by_scheduler) < 2:
+        return
+    parts = "; ".join(f"{scheduler!r}: {', '.join(names)}" for scheduler, names in by_scheduler.items())
+    minority = min(by_scheduler, key=lambda s: len(by_scheduler[s]))
+    yield Problem(f"{workload}: pod sets use different schedulers ({parts}); one gang needs one scheduler",
+                  first_of[minority])

@@ -1,0 +1,118 @@
+"""The gang cannot be placed on the cluster even with every node empty.
+
+Checked against the cluster snapshot, on the workload as the API server will see it
+(after usage injection, GG101/GG102): for each pod set, the nodes it may use
+(`spec.unschedulable`, NoSchedule/NoExecute taints against its tolerations,
+`nodeSelector`, required node affinity with In/NotIn/Exists/DoesNotExist/Gt/Lt and
+`matchFields`), and what those nodes hold: every resource including extended ones
+(GPUs) and the node's `pods` limit. The gang is rejected only on a condition that
+every placement needs:
+
+- a pod set fits no node (the message says which nodes were excluded and why, or
+  what the largest eligible node offers);
+- a pod set's minimum pods do not fit its eligible nodes even when they are empty;
+- the gang's total of a resource exceeds what the nodes its pods can use offer.
+
+For a gang-scheduled workload the minimum is the gang (Volcano `minAvailable`,
+`schedulingPolicy.minAvailable`, Ray's head plus workers). Workloads whose pods are
+placed one by one (Deployment, StatefulSet, batch Job) are rejected only when not one
+of their pods fits; if only part of the replicas can ever fit, this is a warning.
+With `feasibility.autoscaling: true` node shortages are not final (GG404 instead).
+
+```yaml cluster
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: gpu-0
+    labels: {maip.mxsf.io/node.usage: training, nvidia.com/gpu.product: A100-SXM4-80GB}
+  spec:
+    taints: [{key: maip.mxsf.io/node.usage, value: training, effect: NoSchedule}]
+  status: {allocatable: {cpu: "96", memory: 1000Gi, nvidia.com/gpu: "8", pods: "110"}}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: gpu-1
+    labels: {maip.mxsf.io/node.usage: training, nvidia.com/gpu.product: A100-SXM4-80GB}
+  spec:
+    taints: [{key: maip.mxsf.io/node.usage, value: training, effect: NoSchedule}]
+  status: {allocatable: {cpu: "96", memory: 1000Gi, nvidia.com/gpu: "8", pods: "110"}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: cpu-0, labels: {maip.mxsf.io/node.usage: inference}}
+  spec:
+    taints: [{key: maip.mxsf.io/node.usage, value: inference, effect: NoSchedule}]
+  status: {allocatable: {cpu: "32", memory: 128Gi, pods: "110"}}
+```
+
+```yaml pass
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: llm-finetune, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime
+            resources: {limits: {nvidia.com/gpu: 8, cpu: "32", memory: 256Gi}}
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime
+            resources: {limits: {nvidia.com/gpu: 8, cpu: "32", memory: 256Gi}}
+```
+
+```yaml fail
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: llm-finetune, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime
+            resources: {limits: {nvidia.com/gpu: 16, cpu: "32", memory: 256Gi}}
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime
+            resources: {limits: {nvidia.com/gpu: 16, cpu: "32", memory: 256Gi}}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.workload import Workload
+
+ID = "GG403"
+SLUG = "gang-never-fits"
+SEVERITY = Severity.ERROR
+NEEDS_TOPOLOGY = True
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    from policies.feasibility import problems  # numpy: imported only when a topology is given
+
+    yield from problems(workload, ctx, ID)

@@ -1,0 +1,99 @@
+"""Feasibility could not be decided: the topology is missing or stale, or the budget ran out.
+
+Information only, never a rejection: when gpugate cannot prove anything it lets the
+workload through. Reported when the cluster list is empty, a member cluster's
+snapshot has no nodes, the live topology has not been confirmed for longer than
+`feasibility.staleAfterSeconds`, the check ran past its budget
+(`feasibility.budgetMilliseconds`, or the webhook's deadline), or a part of the check
+had no data: a workload with a GPU group size on a cluster without supernode labels
+or tier-1 HyperNodes (its groups are not checked).
+
+```yaml cluster
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: gpu-0, labels: {maip.mxsf.io/node.usage: training}}
+  spec: {taints: [{key: maip.mxsf.io/node.usage, value: training, effect: NoSchedule}]}
+  status: {allocatable: {cpu: "128", memory: 1000Gi, metax-tech.com/gpu: "8", pods: "110"}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: gpu-1, labels: {maip.mxsf.io/node.usage: training}}
+  spec: {taints: [{key: maip.mxsf.io/node.usage, value: training, effect: NoSchedule}]}
+  status: {allocatable: {cpu: "128", memory: 1000Gi, metax-tech.com/gpu: "8", pods: "110"}}
+```
+
+```yaml pass
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pytorch-demo, namespace: kubeflow}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+```
+
+```yaml fail
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pytorch-demo, namespace: kubeflow}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        metadata:
+          annotations: {metax-tech.com/gpu-group-size: "16"}
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+    Worker:
+      replicas: 1
+      template:
+        metadata:
+          annotations: {metax-tech.com/gpu-group-size: "16"}
+        spec:
+          schedulerName: volcano
+          containers:
+          - name: pytorch
+            image: alpine:3.19
+            resources: {limits: {metax-tech.com/gpu: 8}}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity
+from policies.workload import Workload
+
+ID = "GG406"
+SLUG = "feasibility-unknown"
+SEVERITY = Severity.INFO
+NEEDS_TOPOLOGY = True
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    from policies.feasibility import problems  # numpy: imported only when a topology is given
+
+    yield from problems(workload, ctx, ID)

@@ -1,0 +1,61 @@
+"""A GPU request differs from its limit.
+
+For extended resources such as `nvidia.com/gpu` the API server requires request ==
+limit; the pods are refused otherwise ("must be equal to ... limit"). For a job kind the
+object is accepted and its pods are not. Quantities are compared exactly, so `1` and
+`"1"` are equal.
+
+```yaml pass
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda}
+spec:
+  containers:
+  - name: main
+    image: nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources:
+      requests: {nvidia.com/gpu: "2"}
+      limits: {nvidia.com/gpu: 2}
+```
+
+```yaml fail
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda}
+spec:
+  containers:
+  - name: main
+    image: nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources:
+      requests: {nvidia.com/gpu: 1}
+      limits: {nvidia.com/gpu: 2}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity, join_pointer
+from policies.gpu import raw_gpu_resources
+from policies.quantity import QuantityError, parse_quantity
+from policies.workload import Workload
+
+ID = "GG502"
+SLUG = "gpu-request-limit-mismatch"
+SEVERITY = Severity.ERROR
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    for pod_set in workload.pod_sets:
+        for entry in raw_gpu_resources(pod_set, ctx.policy):
+            if entry.request is None or entry.limit is None:
+                continue
+            try:
+                request, limit = parse_quantity(entry.request), parse_quantity(entry.limit)
+            except QuantityError:
+                continue  # GG504 reports it
+            if request != limit:
+                yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
+                              f"{entry.resource} request {entry.request} differs from limit {entry.limit}; "
+                              "for GPUs they must be equal",
+                              join_pointer(entry.path, "requests", entry.resource))

@@ -1,0 +1,60 @@
+"""A fractional or negative GPU quantity.
+
+Extended resources are counted in whole devices: `nvidia.com/gpu: 0.5` or `500m` is
+refused by the API server ("must be an integer"), and so is a negative amount.
+Sharing a GPU is done with a device plugin's own resource (MIG, time-slicing
+replicas), not with fractions.
+
+```yaml pass
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda}
+spec:
+  containers:
+  - name: main
+    image: nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources:
+      limits: {nvidia.com/gpu: 1}
+```
+
+```yaml fail
+apiVersion: v1
+kind: Pod
+metadata: {name: cuda}
+spec:
+  containers:
+  - name: main
+    image: nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources:
+      limits: {nvidia.com/gpu: 0.5}
+```
+"""
+
+from collections.abc import Iterator
+
+from policies.engine import Context
+from policies.findings import Problem, Severity, join_pointer
+from policies.gpu import raw_gpu_resources
+from policies.quantity import QuantityError, parse_quantity
+from policies.workload import Workload
+
+ID = "GG503"
+SLUG = "gpu-whole-number"
+SEVERITY = Severity.ERROR
+
+
+def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    for pod_set in workload.pod_sets:
+        for entry in raw_gpu_resources(pod_set, ctx.policy):
+            for part, raw in (("requests", entry.request), ("limits", entry.limit)):
+                if raw is None:
+                    continue
+                try:
+                    amount = parse_quantity(raw)
+                except QuantityError:
+                    continue  # GG504 reports it
+                problem = "negative" if amount < 0 else "fractional" if amount.denominator != 1 else ""
+                if problem:
+                    yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
+                                  f"{entry.resource} {part} {raw} is {problem}; GPUs are whole devices",
+                                  join_pointer(entry.path, part, entry.resource))

@@ -1,0 +1,412 @@
+"""The live topology against a local API server double: list, watch, bookmarks, 410 Gone,
+dropped connections, slow answers, CRDs that are not installed, an API server that is down.
+Each time the topology must converge to the server's state, and be reported stale while it
+cannot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fake_apiserver import FakeApiServer
+from kubernetes import client as k8s
+
+from policies.config import Policy
+from policies.topology import Topology
+from webhook.watch import (
+    RESOURCES,
+    LiveTopology,
+    WatchOptions,
+    list_objects,
+    snapshot_objects,
+    watch_api_client,
+)
+
+FAST = WatchOptions(page_size=3, connect_timeout=1.0, read_timeout=1.0, list_timeout=1.0,
+                    watch_timeout_seconds=30, min_backoff=0.02, max_backoff=0.1, crd_retry_seconds=0.2,
+                    heartbeat_seconds=0.02)
+
+
+def node(name: str, cpu: str = "8", unschedulable: bool = False) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"zone": "a"}},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "8"}}}
+
+
+def pod(name: str, on: str, cpu: str = "1", phase: str = "Running", namespace: str = "ml") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": on, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": phase}}
+
+
+def queue(name: str, cpu: str = "4", state: str = "Open") -> dict[str, Any]:
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+            "spec": {"capability": {"cpu": cpu, "memory": "6Gi"}}, "status": {"state": state}}
+
+
+def podgroup(name: str, queue_name: str) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"minMember": 2, "queue": queue_name, "minResources": {"cpu": "2"}},
+            "status": {"phase": "Running"}}
+
+
+def hypernode(name: str, members: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": m}}}
+                                            for m in members]}}
+
+
+def view(topology: Topology) -> dict[str, Any]:
+    """What the feasibility rules see, in comparable form."""
+    cpu = topology.column("cpu")
+    nodes = {name: (int(topology.alloc[slot, cpu]), int(topology.used[slot, cpu]),
+                    bool(topology.unschedulable[slot]), topology.node_labels(slot))
+             for name, slot in topology.node_index.items()}
+    return {"counts": topology.counts(), "nodes": nodes,
+            "queues": {n: (q.open, q.capability)
+                       for n, q in topology.queues.items()}}
+
+
+class Live:
+    """A LiveTopology running on an event loop thread of its own, as in the server."""
+
+    def __init__(self, server: FakeApiServer, options: WatchOptions = FAST) -> None:
+        configuration = k8s.Configuration()
+        configuration.host = server.url
+        self.live = LiveTopology(watch_api_client(configuration), Policy(), name="fake", options=options)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> Live:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.live.start(), self.loop).result(5)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        asyncio.run_coroutine_threadsafe(self.live.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        async def run() -> Any:
+            return function(*args)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(5)
+
+    def view(self) -> dict[str, Any]:
+        return dict(self.call(view, self.live.snapshot.topology))
+
+    def stale(self, after: float) -> bool:
+        return bool(self.call(lambda: self.live.snapshot.stale(time.monotonic(), after)))
+
+    def restarts(self, reason: str) -> int:
+        return sum(w.state.restarts.get(reason, 0) for w in self.live.watchers)
+
+
+def expected(server: FakeApiServer) -> dict[str, Any]:
+    return view(Topology.from_objects(server.objects(), Policy()))
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def converged(live: Live, server: FakeApiServer) -> bool:
+    return live.view() == expected(server)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as fake:
+        fake.add(*(node(f"n{i}") for i in range(5)), node("cordoned", unschedulable=True))
+        fake.add(pod("a", "n0", "2"), pod("b", "n1", "3"), pod("done", "n2", "4", phase="Succeeded"))
+        fake.add(queue("team-a"), queue("closed", state="Closed"), podgroup("pg", "team-a"))
+        fake.add(hypernode("rack-1", ["n0", "n1"]))
+        fake.uninstall("elasticquotatrees")
+        yield fake
+
+
+def test_initial_sync_converges_and_drops_finished_pods(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        assert wait_for(lambda: converged(live, server))
+        assert wait_for(lambda: not live.stale(5.0))
+        counts = live.view()["counts"]
+        assert counts == {"Node": 6, "Pod": 2, "Queue": 2, "PodGroup": 1, "HyperNode": 1,
+                          "ElasticQuotaTree": 0}
+        nodes = live.view()["nodes"]
+        assert nodes["n1"][1] == 3000 and nodes["n2"][1] == 0  # millicores; the Succeeded pod is gone
+        assert nodes["cordoned"][2] is True
+        # pages of 3 items: the pod list (3 stored) took one page, the node list (6) two or three
+        assert server.count("nodes", "list") >= 1
+
+
+def test_events_converge(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        lists = server.count("nodes", "list")
+        server.add(node("n9", cpu="16"), pod("c", "n9", "5"))
+        server.modify(node("n0", cpu="4"))
+        server.modify(pod("a", "n0", "2", phase="Succeeded"))   # finished: releases its CPU
+        server.delete(node("n4"))
+        server.modify(queue("closed", state="Open"))
+        assert wait_for(lambda: converged(live, server))
+        nodes = live.view()["nodes"]
+        assert nodes["n9"][:2] == (16000, 5000) and nodes["n0"][:2] == (4000, 0) and "n4" not in nodes
+        assert server.count("nodes", "list") == lists  # events alone, no relist
+
+
+def test_bookmark_moves_the_resource_version_without_changes(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        before = live.view()
+        server.silently_modify("MODIFIED", node("n3", cpu="2"))  # bumps the server's version
+        target = str(server.rv)
+        server.bookmark()
+        watcher = next(w for w in live.live.watchers if w.resource.kind == "Node")
+        assert wait_for(lambda: watcher.state.resource_version == target)
+        assert live.view() == before
+
+
+def test_gone_mid_stream_relists(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        # changes the watches never hear about (compacted away), then 410 on every stream
+        server.silently_modify("ADDED", node("ghost", cpu="64"))
+        server.silently_modify("DELETED", pod("b", "n1"))
+        server.silently_modify("MODIFIED", queue("team-a", cpu="99"))
+        lists_before = server.count("nodes", "list")
+        server.expire()
+        assert wait_for(lambda: converged(live, server))
+        assert "ghost" in live.view()["nodes"] and live.view()["counts"]["Pod"] == 1
+        assert live.restarts("gone") >= 3
+        assert server.count("nodes", "list") > lists_before
+
+
+def test_dropped_connection_rewatches_from_last_version(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        lists_before = server.count("pods", "list")
+        server.drop_watches()
+        server.add(pod("late", "n3", "1"))  # happens while the client reconnects
+        server.delete(node("n2"))
+        assert wait_for(lambda: converged(live, server))
+        assert live.restarts("connection") >= 1
+        assert server.count("pods", "list") == lists_before  # replayed from the version, no relist
+
+
+def test_slow_list_times_out_then_converges(server: FakeApiServer) -> None:
+    server.slow["nodes"] = 1.5  # longer than the client's list timeout (1 s)
+    with Live(server) as live:
+        assert wait_for(lambda: live.restarts("connection") >= 1)
+        assert not live.live.ready()
+        assert live.stale(1000.0)  # never synced: as stale as can be, nothing is judged
+        server.slow["nodes"] = 0.2  # slow but within the timeout
+        assert wait_for(lambda: converged(live, server) and live.live.ready())
+        assert wait_for(lambda: not live.stale(5.0))
+
+
+def test_missing_crd_is_skipped_then_picked_up(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(live.live.ready)  # ElasticQuotaTree 404 does not hold readiness back
+        server.install("elasticquotatrees")
+        server.add({"apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+                    "metadata": {"name": "tree", "namespace": "kube-system"},
+                    "spec": {"root": {"name": "root", "max": {"cpu": "10"}, "min": {"cpu": "10"},
+                                      "children": [{"name": "ml", "namespaces": ["ml"],
+                                                    "max": {"cpu": "4"}, "min": {"cpu": "2"}}]}}})
+        assert wait_for(lambda: live.view()["counts"]["ElasticQuotaTree"] == 1)
+        server.uninstall("podgroups")
+        server.expire()  # forces the podgroups watcher to list again, and find it gone
+        assert wait_for(lambda: live.view()["counts"]["PodGroup"] == 0)
+        assert wait_for(lambda: converged(live, server))
+
+
+def test_staleness_while_the_api_server_is_down(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(lambda: live.live.ready() and not live.stale(0.3))
+        server.set_down(True)
+        assert wait_for(lambda: live.stale(0.3))
+        server.add(node("while-down"))      # stored, announced to nobody (no watch is open)
+        server.set_down(False)
+        assert wait_for(lambda: converged(live, server))
+        assert wait_for(lambda: not live.stale(0.3))
+
+
+def test_quiet_watch_stays_fresh(server: FakeApiServer) -> None:
+    options = WatchOptions(**{**FAST.__dict__, "read_timeout": 0.3})
+    with Live(server, options) as live:
+        assert wait_for(lambda: live.live.ready() and not live.stale(0.5))
+        time.sleep(1.0)  # several read timeouts on silent streams: re-watched, not stale
+        assert not live.stale(0.5)
+        assert live.restarts("connection") == live.restarts("gone") == live.restarts("closed") == 0
+
+
+def test_list_objects_pages_and_sets_kind(server: FakeApiServer) -> None:
+    configuration = k8s.Configuration()
+    configuration.host = server.url
+    api = watch_api_client(configuration)
+    managed = node("n4")
+    managed["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    server.modify(managed)
+    nodes_resource = next(r for r in RESOURCES if r.kind == "Node")
+    items, version = list_objects(api, nodes_resource, WatchOptions(page_size=2))
+    assert sorted(i["metadata"]["name"] for i in items) == ["cordoned", "n0", "n1", "n2", "n3", "n4"]
+    assert all(i["kind"] == "Node" and i["apiVersion"] == "v1" for i in items)
+    assert all("managedFields" not in i["metadata"] for i in items)
+    assert version == str(server.rv)
+    assert server.count("nodes", "list") == 3
+    objects = snapshot_objects(api)
+    assert sorted({o["kind"] for o in objects}) == ["HyperNode", "Node", "Pod", "PodGroup", "Queue"]
+
+
+def test_snapshot_command_writes_the_list_the_linter_reads(server: FakeApiServer, tmp_path: Path) -> None:
+    from webhook.cli import snapshot_main
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
+    out = tmp_path / "cluster.yaml"
+    assert snapshot_main(["--kubeconfig", str(kubeconfig), "-o", str(out)]) == 0
+    document = yaml.safe_load(out.read_text())
+    assert document["kind"] == "List"
+    assert view(Topology.from_objects(document["items"], Policy())) == expected(server)
+    out_json = tmp_path / "cluster.json"
+    assert snapshot_main(["--kubeconfig", str(kubeconfig), "-o", str(out_json)]) == 0
+    assert json.loads(out_json.read_text())["items"]
+    try:
+        from lint.cluster import load_clusters
+    except ImportError:
+        return
+    loaded = load_clusters([str(out)], Policy())
+    assert view(loaded[0].topology) == expected(server)
+
+
+def test_snapshot_command_reports_an_unreachable_server(tmp_path: Path, capsys: Any) -> None:
+    from webhook.cli import snapshot_main
+
+    kubeconfig = tmp_path / "kubeconfig"
+    config = FakeApiServer().kubeconfig()
+    config["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:1"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    assert snapshot_main(["--kubeconfig", str(kubeconfig), "-o", str(tmp_path / "x.yaml")]) == 2
+    assert "cannot reach" in capsys.readouterr().err
+
+
+def test_webhook_answers_while_the_topology_is_still_syncing(server: FakeApiServer) -> None:
+    from webhook_helpers import ServedWebhook, post_review, review_for
+
+    from webhook.server import Webhook
+
+    configuration = k8s.Configuration()
+    configuration.host = server.url
+    live = LiveTopology(watch_api_client(configuration), Policy(), name="fake", options=FAST)
+    server.slow["nodes"] = 0.8  # the first list hangs for a while
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big", "namespace": "ml"},
+           "spec": {"template": {"spec": {"containers": [{
+               "name": "c", "image": "x", "resources": {"requests": {"cpu": "500"}}}]}}}}
+    with ServedWebhook(webhook=Webhook(topology=live)) as hook:
+        assert hook.request("GET", "/readyz")[0] == 503
+        status, answer = post_review(hook, "validate", review_for(job))
+        assert status == 200 and answer["response"]["allowed"] is True  # not judged on no data
+        assert wait_for(lambda: hook.request("GET", "/readyz")[0] == 200)
+        assert wait_for(lambda: not live.snapshot.stale(time.monotonic(), 5.0))
+        _, answer = post_review(hook, "validate", review_for(job))
+        # synced: 500 CPUs fit no 8-CPU node, so the gang can never run
+        assert answer["response"]["allowed"] is False and "GG403" in answer["response"]["status"]["message"]
+        metrics = hook.request("GET", "/metrics")[1].decode()
+        assert 'gpugate_topology_objects{cluster="fake",kind="Node"} 6.0' in metrics
+
+
+def test_streams_that_end_at_once_are_retried_with_backoff(server: FakeApiServer) -> None:
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        server.empty_watches = True
+        server.drop_watches()
+        before = server.count("nodes", "watch")
+        time.sleep(0.6)
+        # min 0.02 s doubling to 0.1 s: a handful of retries, not a busy loop of hundreds
+        assert 1 <= server.count("nodes", "watch") - before < 25
+        assert live.restarts("closed") >= 1
+        server.empty_watches = False
+        server.add(node("after"))
+        assert wait_for(lambda: converged(live, server))
+
+
+def test_gpugate_serve_live_from_kubeconfig(server: FakeApiServer, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from webhook_helpers import WebhookClient, free_port, make_cert, post_review, review_for
+
+    cert, key = make_cert(tmp_path)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
+    client = WebhookClient("127.0.0.1", port, cert)
+    try:
+        def ready() -> bool:
+            try:
+                return client.request("GET", "/readyz", keep_alive=False, timeout=1)[0] == 200
+            except OSError:
+                return process.poll() is not None
+        assert wait_for(ready, timeout=20) and process.poll() is None
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big", "namespace": "ml"},
+               "spec": {"template": {"spec": {"containers": [{
+                   "name": "c", "image": "x", "resources": {"requests": {"cpu": "500"}}}]}}}}
+        status, answer = post_review(client, "validate", review_for(job))
+        assert status == 200 and answer["response"]["allowed"] is False
+        assert "GG403" in answer["response"]["status"]["message"]
+        metrics = client.request("GET", "/metrics")[1].decode()
+        assert 'gpugate_topology_objects{cluster="fake",kind="Node"} 6.0' in metrics
+        assert 'gpugate_topology_objects{cluster="fake",kind="ElasticQuotaTree"} 0.0' in metrics
+        server.expire()
+        assert wait_for(lambda: 'gpugate_watch_restarts_total{kind="Node",reason="gone"} 1.0'
+                        in client.request("GET", "/metrics")[1].decode())
+    finally:
+        client.close()
+        process.terminate()
+        _, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err.decode()[-2000:]
+
+
+def test_expired_continue_token_restarts_the_list(server: FakeApiServer) -> None:
+    server.expire_continue = 2  # the node list (6 nodes, pages of 3) loses its token twice
+    with Live(server) as live:
+        assert wait_for(lambda: live.live.ready() and converged(live, server))
+        assert server.expire_continue == 0
+        assert server.count("nodes", "list") >= 6  # 2 x (first page + expired) + a full list of 2 pages
+
+
+def test_forbidden_optional_kind_is_skipped_not_fatal(server: FakeApiServer) -> None:
+    server.forbidden.add("hypernodes")
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        assert live.view()["counts"]["HyperNode"] == 0 and live.view()["counts"]["Node"] == 6
+        server.forbidden.discard("hypernodes")  # RBAC fixed: picked up on the next retry
+        assert wait_for(lambda: live.view()["counts"]["HyperNode"] == 1)
+
+
+def test_forbidden_nodes_keep_the_webhook_unready(server: FakeApiServer) -> None:
+    server.forbidden.add("nodes")
+    with Live(server) as live:
+        assert wait_for(lambda: live.restarts("api-error") >= 1)
+        assert not live.live.ready() and live.stale(1000.0)
+        server.forbidden.discard("nodes")
+        assert wait_for(lambda: live.live.ready() and converged(live, server))

@@ -1,0 +1,154 @@
+"""``gpugate serve`` and ``gpugate snapshot``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger("gpugate.webhook")
+
+
+def build_serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpugate serve", description="Run the admission webhook (HTTPS).")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=8443, help="port to listen on (default: 8443)")
+    parser.add_argument("--tls-cert", required=True, metavar="FILE",
+                        help="serving certificate (PEM), reloaded when it changes")
+    parser.add_argument("--tls-key", required=True, metavar="FILE", help="its private key (PEM)")
+    parser.add_argument("--config", metavar="FILE", help="policy file, reloaded when it changes")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="kubeconfig for the live topology (default: the in-cluster service account)")
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("--cluster", action="append", default=[], metavar="FILE",
+                        help="static cluster snapshot instead of the live watch; repeat for a fleet")
+    parser.add_argument("--log-format", choices=["json", "text"], default="text")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"gpugate: {message}", file=sys.stderr)
+    return 2
+
+
+def serve_main(argv: Sequence[str]) -> int:
+    args = build_serve_parser().parse_args(argv)
+    from aiohttp import web
+
+    from policies.config import PolicyError
+    from webhook.metrics import Metrics
+    from webhook.server import (
+        KEEPALIVE_TIMEOUT_SECONDS,
+        PolicySource,
+        StaticTopology,
+        TopologySource,
+        Webhook,
+        configure_logging,
+        load_static_clusters,
+        settle_heap,
+    )
+    from webhook.tls import ReloadingContext, TLSConfigError
+
+    configure_logging(args.log_format, getattr(logging, args.log_level.upper()))
+    holder: dict[str, TopologySource] = {}
+    metrics = Metrics(lambda: holder["topology"].clusters() if "topology" in holder else None)
+
+    def counted(what: str) -> Any:
+        return lambda ok: metrics.reloads.labels(what, "ok" if ok else "rejected").inc()
+
+    try:
+        policy = PolicySource(args.config, on_reload=counted("config"))
+        tls = ReloadingContext(args.tls_cert, args.tls_key, on_reload=counted("certificate"))
+    except (PolicyError, TLSConfigError) as exc:
+        return _fail(str(exc))
+
+    topology: TopologySource
+    if args.cluster:
+        from lint.cluster import ClusterFileError
+
+        try:
+            topology = StaticTopology(load_static_clusters(args.cluster, policy.policy))
+        except ClusterFileError as exc:
+            return _fail(str(exc))
+        settle_heap()
+    else:
+        from kubernetes.config.config_exception import ConfigException
+
+        from webhook.watch import LiveTopology, api_client_for
+
+        try:
+            api_client, name = api_client_for(args.kubeconfig, args.context)
+        except (ConfigException, OSError) as exc:
+            return _fail(f"no Kubernetes API to watch ({exc}); give --kubeconfig, run in a cluster, "
+                         "or use --cluster FILE for a static topology")
+        topology = LiveTopology(api_client, policy.policy, name=name, metrics=metrics)
+    holder["topology"] = topology
+
+    webhook = Webhook(policy=policy, topology=topology, metrics=metrics, tls=tls)
+    log.info("gpugate webhook listening on https://%s:%d (%s topology)", args.host, args.port,
+             "static" if args.cluster else "live")
+    try:
+        web.run_app(webhook.app(), host=args.host, port=args.port, ssl_context=tls.context,
+                    access_log=None, print=None, shutdown_timeout=5.0,
+                    keepalive_timeout=KEEPALIVE_TIMEOUT_SECONDS)
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    return 0
+
+
+def build_snapshot_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpugate snapshot",
+        description="Export the cluster topology (nodes, pods, Volcano queues, pod groups, hypernodes, "
+                    "elastic quota trees) as a List for 'gpugate lint --cluster FILE'.")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="kubeconfig (default: the in-cluster service account)")
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("-o", "--output", default="-", metavar="FILE",
+                        help="where to write (default: stdout); .json writes JSON, anything else YAML")
+    return parser
+
+
+def snapshot_main(argv: Sequence[str]) -> int:
+    args = build_snapshot_parser().parse_args(argv)
+    import urllib3.exceptions
+    import yaml
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    from webhook.watch import WatchOptions, api_client_for, snapshot_objects
+
+    logging.basicConfig(level=logging.WARNING, format="gpugate: %(message)s")
+    try:
+        api_client, _ = api_client_for(args.kubeconfig, args.context)
+    except (ConfigException, OSError) as exc:
+        return _fail(f"cannot configure the Kubernetes client: {exc}")
+    try:
+        objects = snapshot_objects(api_client, options=WatchOptions(min_backoff=0))
+    except ApiException as exc:
+        return _fail(f"API server answered {exc.status} {(exc.reason or '').strip()}")
+    except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+        return _fail(f"cannot reach the API server: {exc}")
+    document = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": objects}
+    if args.output.endswith(".json"):
+        text = json.dumps(document, indent=1)
+    else:
+        text = yaml.dump(document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+    try:
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+    except OSError as exc:
+        return _fail(f"cannot write {args.output}: {exc.strerror or exc}")
+    counts: dict[str, int] = {}
+    for obj in objects:
+        counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items()) or "no objects"
+    print(f"gpugate: wrote {summary} to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,72 @@
+"""Prometheus metrics of the webhook, in a registry of its own (never the global one, so
+that several servers in one process, as in the tests, do not collide)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+# Reviews take a few milliseconds; the budget is ~200 ms; the API server gives up at 10 s.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 10.0)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class TopologyCollector(Collector):
+    """Topology age and object counts, read at scrape time from the live snapshots."""
+
+    def __init__(self, clusters: Callable[[], Sequence[Any] | None]) -> None:
+        self._clusters = clusters
+
+    def collect(self) -> Iterable[Metric]:
+        age = GaugeMetricFamily("gpugate_topology_age_seconds",
+                                "Seconds since the topology was last confirmed by the API server "
+                                "(0 for a static snapshot file)", labels=["cluster"])
+        objects = GaugeMetricFamily("gpugate_topology_objects", "Objects in the topology snapshot",
+                                    labels=["cluster", "kind"])
+        now = time.monotonic()
+        for snapshot in self._clusters() or ():
+            updated = getattr(snapshot, "updated_at", None)
+            age.add_metric([snapshot.name], 0.0 if updated is None else max(0.0, now - updated))
+            try:
+                counts = snapshot.topology.counts()
+            except Exception:  # noqa: BLE001 - a scrape must not fail on a half-built snapshot
+                counts = {}
+            for kind, count in sorted(counts.items()):
+                objects.add_metric([snapshot.name, kind], float(count))
+        yield age
+        yield objects
+
+
+class Metrics:
+    """Every metric the webhook exports."""
+
+    def __init__(self, clusters: Callable[[], Sequence[Any] | None] = lambda: None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.reviews = Counter("gpugate_reviews_total", "Admission reviews answered",
+                               ["endpoint", "kind", "verdict"], registry=r)
+        self.findings = Counter("gpugate_review_findings_total", "Findings reported in admission reviews",
+                                ["endpoint", "kind", "rule", "severity"], registry=r)
+        self.malformed = Counter("gpugate_malformed_reviews_total",
+                                 "Requests rejected as malformed (HTTP 4xx)", ["endpoint", "status"],
+                                 registry=r)
+        self.latency = Histogram("gpugate_review_duration_seconds", "Time to answer one review",
+                                 ["endpoint"], buckets=LATENCY_BUCKETS, registry=r)
+        self.internal_errors = Counter("gpugate_internal_errors_total",
+                                       "Reviews that hit an internal error (answered allowed)",
+                                       ["endpoint"], registry=r)
+        self.watch_restarts = Counter("gpugate_watch_restarts_total",
+                                      "Topology watch restarts by kind and reason", ["kind", "reason"],
+                                      registry=r)
+        self.reloads = Counter("gpugate_reloads_total", "Config and certificate reloads",
+                               ["what", "result"], registry=r)
+        r.register(TopologyCollector(clusters))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
