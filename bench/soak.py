@@ -342,20 +342,18 @@ def main(argv: list[str] | None = None) -> int:
             rss["end"] = rss_mib(gate.pid)
             rss["max"] = max([s["rss"] for s in samples] + [rss["end"]])
         finally:
-            for process in (gate, api):
-                if process is not None:
-                    process.terminate()
-            events_line = ""
-            if api.stdout is not None:
-                try:
-                    events_line = api.communicate(timeout=15)[0].decode().strip().splitlines()[-1]
-                except (subprocess.TimeoutExpired, IndexError):
-                    api.kill()
-            if gate is not None:
+            if gate is not None:  # the webhook first: its watches would log the API server going away
+                gate.terminate()
                 try:
                     gate.wait(15)
                 except subprocess.TimeoutExpired:
                     gate.kill()
+            api.terminate()
+            events_line = ""
+            try:
+                events_line = api.communicate(timeout=15)[0].decode().strip().splitlines()[-1]
+            except (subprocess.TimeoutExpired, IndexError):
+                api.kill()
 
     latencies = result["latencies"]
     errors = result["errors"]
@@ -398,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
           f"end {rss['end']:.0f} MiB, "
           f"max {rss['max']:.0f} MiB: growth {figures['rss_growth_percent']}% (goal < 10%)")
     print(f"  watch: {events:,} events applied ({figures['events_per_second']}/s); topology age at most "
-          f"{figures['topology_age_max_seconds']} s; pods in the topology "
+          f"{figures['topology_age_max_seconds']} s (stale after 30 s); pods in the topology "
           f"{figures['topology_pods_start_end']}")
     print(f"  drift (same run): p50 last/first tenth {figures['ratio_p50_last_over_first_tenth']}x, "
           f"p99 {figures['ratio_p99_last_over_first_tenth']}x")

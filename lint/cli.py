@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
                "2 usage or I/O error.")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, directories, or - for stdin")
     parser.add_argument("--config", help="policy file (default: .gpugate.yaml found upward)")
-    parser.add_argument("-f", "--format", choices=list(FORMATS), default="text")
+    parser.add_argument("-f", "--format", choices=list(FORMATS), default="text",
+                        help="report format (default: text)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE, not stdout")
     parser.add_argument("--fail-on", choices=FAIL_ON, default="error",
                         help="lowest severity that makes the exit code 1 (default: error)")

@@ -38,7 +38,7 @@ _SCALARS = {
 # recurses per nesting level and overflows the C stack on deep input, so depth is
 # checked first; aliases are shared, but anything that walks a document would pay the
 # expanded size, so that is bounded too.
-MAX_DEPTH = 512
+MAX_DEPTH = 128   # as the webhook's MAX_JSON_DEPTH: real manifests nest ~20 levels
 MAX_EXPANDED_NODES = 1_000_000
 MAX_FILE_BYTES = 32 * 1024 * 1024
 _COMPOSER_SAFE_BYTES = 16 * 1024   # the C composer survived 20,000 levels when measured
@@ -272,10 +272,11 @@ def build_check(text: str | bytes) -> Callable[[Node], bool]:
     else:
         special = "!" in text or "*" in text
         brackets = text.count("[") + text.count("{")
+    # The nesting estimate: flow depth plus block depth, a block level taking at least one
+    # column of indentation. It only decides which unjudged documents to build (building
+    # measures depth exactly); the C composer's safety is _nesting_error's business.
     longest = max(map(len, text.splitlines()), default=0)
-    # Flow collections open with `[` or `{`; block collections nest at a start column that
-    # grows at least every second level, and no column is past the longest line.
-    deep = brackets + 2 * (longest + 1) > MAX_DEPTH
+    deep = brackets + longest + 1 > MAX_DEPTH
     if not special and not deep:
         return lambda node: False
     decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
@@ -288,14 +289,26 @@ def build_check(text: str | bytes) -> Callable[[Node], bool]:
             return True
         if not deep:
             return False
-        # The same bound for this document alone, with its widest indentation (marks
-        # index characters).
-        start, end = node.start_mark.index, node.end_mark.index
-        opened = decoded.count("[", start, end) + decoded.count("{", start, end)
+        start, end = node.start_mark.index, node.end_mark.index  # marks index characters
         indent = max(map(len, _LEADING_STR.findall(decoded, start, end)), default=0)
-        return opened + 2 * (indent + 1) > MAX_DEPTH
+        return _flow_depth(decoded, start, end) + indent + 1 > MAX_DEPTH
 
     return check
+
+
+_FLOW = re.compile(r"[\[\]{}]")
+
+
+def _flow_depth(text: str, start: int, end: int) -> int:
+    """The deepest run of unclosed `[`/`{` in ``text[start:end]`` (brackets in strings count too)."""
+    depth = deepest = 0
+    for match in _FLOW.finditer(text, start, end):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
 
 
 def _depth_bound(text: str | bytes) -> int:

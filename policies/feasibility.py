@@ -36,6 +36,7 @@ from policies.groups import group_sizes
 from policies.kinds import DEFAULT_SCHEDULER
 from policies.quantity import format_quantity, scheduler_units
 from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
+from policies.tolerations import any_tolerates
 from policies.topology import HARD_EFFECTS, ClusterSnapshot, Topology
 from policies.workload import PodSet, Workload
 
@@ -177,23 +178,6 @@ def _signature(spec: Mapping[str, Any]) -> str:
                       sort_keys=True, default=str)
 
 
-def _tolerates(tolerations: Any, key: str, value: str, effect: str) -> bool:
-    for t in tolerations if isinstance(tolerations, list) else []:
-        if not isinstance(t, Mapping):
-            continue
-        t_effect = t.get("effect") or ""
-        if t_effect and t_effect != effect:
-            continue
-        t_key = t.get("key") or ""
-        operator = t.get("operator") or "Equal"
-        if operator == "Exists":
-            if not t_key or t_key == key:
-                return True
-        elif operator == "Equal" and t_key == key and str(t.get("value") or "") == value:
-            return True
-    return False
-
-
 def _expression(topo: Topology, expr: Any, field_match: bool) -> np.ndarray:
     """One node selector requirement; malformed ones do not narrow anything (the API
     server rejects them, and a false ``never`` is worse than a missed one)."""
@@ -298,7 +282,7 @@ def eligible_mask(topo: Topology, spec: Mapping[str, Any], signature: str | None
     tolerations = spec.get("tolerations")
     untolerated = [col for taint, col in topo.taint_index.items()
                    if taint.effect in HARD_EFFECTS
-                   and not _tolerates(tolerations, taint.key, taint.value, taint.effect)]
+                   and not any_tolerates(tolerations, taint.key, taint.value, taint.effect)]
     if untolerated:
         taint_ok = ~topo.taint_matrix[:n][:, untolerated].any(axis=1)
     else:

@@ -24,15 +24,16 @@ from policies.config import Policy
 from policies.findings import join_pointer, split_pointer
 from policies.gpu import gpus_per_pod, is_gpu_workload
 from policies.patch import PatchOp
+from policies.tolerations import NO_SCHEDULE, tolerates
 from policies.workload import PodSet, Workload
 
 __all__ = [
     "UsageConfig", "usage_config", "workload_usage", "in_scope", "required_expression",
     "preferred_term", "usage_tolerations", "product_toleration", "pinned_products",
-    "tolerates", "Conflict", "usage_conflicts", "usage_patch", "product_patch", "PodSetPatch",
+    "Conflict", "usage_conflicts", "usage_patch", "product_patch", "PodSetPatch",
 ]
 
-NO_SCHEDULE = "NoSchedule"
+
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -124,24 +125,6 @@ def usage_tolerations(usage: str, policy: Policy) -> list[dict[str, Any]]:
 
 def product_toleration(label: str, product: str) -> dict[str, Any]:
     return {"key": label, "operator": "Equal", "value": product, "effect": NO_SCHEDULE}
-
-
-def tolerates(toleration: Any, key: str, value: str, effect: str = NO_SCHEDULE) -> bool:
-    """Kubernetes toleration semantics: does ``toleration`` tolerate taint key=value:effect?"""
-    if not isinstance(toleration, dict):
-        return False
-    t_effect = toleration.get("effect") or ""
-    if t_effect and t_effect != effect:
-        return False
-    t_key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if not t_key:
-        return operator == "Exists"
-    if t_key != key:
-        return False
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and str(toleration.get("value") or "") == value
 
 
 # -- reading the pod template -----------------------------------------------------------------

@@ -322,7 +322,8 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
                     "template annotations")
         pod_spec = expect_mapping(template.get("spec", MISSING), template_path + "/spec", "pod spec")
         for key in ("containers", "initContainers"):
-            for i, c in enumerate(expect_list(pod_spec.get(key, MISSING), f"{template_path}/spec/{key}", key)):
+            containers = expect_list(pod_spec.get(key, MISSING), f"{template_path}/spec/{key}", key)
+            for i, c in enumerate(containers):
                 c_path = f"{template_path}/spec/{key}/{i}"
                 res = expect_mapping(expect_mapping(c, c_path, f"{key}[{i}]").get("resources", MISSING),
                                      c_path + "/resources", "resources")

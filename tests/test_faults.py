@@ -101,7 +101,8 @@ class FaultyApiServer(FakeApiServer):
 
 @pytest.fixture
 def api() -> Iterator[FaultyApiServer]:
-    with FaultyApiServer() as server:
+    server = FaultyApiServer()
+    with server:
         server.add(*(gpu_node(f"gpu-{i}") for i in range(4)))
         for plural in ("queues", "podgroups", "hypernodes", "elasticquotatrees"):
             server.uninstall(plural)
@@ -243,7 +244,8 @@ def test_api_server_down_at_start_then_back(api: FaultyApiServer) -> None:
 
 
 def test_api_server_dies_mid_watch() -> None:
-    server = FaultyApiServer().__enter__()
+    server = FaultyApiServer()
+    server.__enter__()
     alive = True
     try:
         server.add(*(gpu_node(f"gpu-{i}") for i in range(4)))

@@ -3,9 +3,9 @@ random and mutated AdmissionReviews, handcrafted malformed ones, oversized and t
 bodies, wrong content types, odd HTTP, and many connections at once.
 
 Every answer must be either a correct AdmissionReview that echoes the uid, or a 4xx
-(400 malformed, 408 body too slow, 413 too large, 404/405 wrong path or method) with a
-reason; never a 5xx, never an internal error, and the server keeps serving with bounded
-memory.
+(400 malformed, 408 body too slow, 413 too large, 429 too many large bodies at once,
+404/405 wrong path or method) with a reason; never a 5xx, never an internal error, and the
+server keeps serving with bounded memory.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def check_answer(status: int, answer: Any, uid: Any = None) -> None:
     """A correct AdmissionReview for ``uid``, or a 4xx with a reason; nothing else."""
     assert status < 500, (status, answer)
     if status != 200:
-        assert status in (400, 408, 413), (status, answer)
+        assert status in (400, 408, 413, 429), (status, answer)
         assert isinstance(answer, dict) and answer.get("code") == status, answer
         assert isinstance(answer.get("error"), str) and answer["error"], answer
         return
@@ -720,3 +720,89 @@ def test_serve_sets_the_keepalive_timeout(tmp_path: Any, monkeypatch: pytest.Mon
     assert serve_main(["--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster)]) == 0
     assert seen["keepalive_timeout"] == KEEPALIVE_TIMEOUT_SECONDS
     assert 90 < KEEPALIVE_TIMEOUT_SECONDS <= 300 and BODY_TIMEOUT_SECONDS <= 10
+
+
+# -- many large uploads at once ---------------------------------------------------------------------------
+
+def _large_review(uid: str, size: int) -> bytes:
+    body = _bytes(_with_label("v" * size))
+    return body.replace(b'"u-1"', json.dumps(uid).encode(), 1)
+
+
+def _start_upload(hook: ServedWebhook, body: bytes, complete: bool) -> ssl.SSLSocket:
+    sock = _tls_socket(hook)
+    sock.sendall(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + (body if complete else body[:-1]))
+    return sock
+
+
+def _answered(webhook: Webhook) -> float:
+    return sum(sample.value for metric in webhook.metrics.registry.collect()
+               if metric.name == "gpugate_reviews" for sample in metric.samples
+               if sample.name == "gpugate_reviews_total")
+
+
+def test_large_uploads_take_turns_and_small_reviews_never_wait() -> None:
+    from webhook.server import SMALL_BODY_BYTES
+
+    size = 2 * SMALL_BODY_BYTES
+    webhook = Webhook(body_budget_bytes=3 * SMALL_BODY_BYTES, body_timeout=5.0)  # room for one upload
+    with ServedWebhook(webhook=webhook) as served:
+        first = _start_upload(served, _large_review("first", size), complete=False)
+        time.sleep(0.2)
+        second = _start_upload(served, _large_review("second", size), complete=True)
+        try:
+            time.sleep(0.3)
+            assert _answered(webhook) == 0  # the complete second upload waits for the first's turn
+            status, answer = post(served, "validate", review_for(volcano_job(), uid="small"))
+            check_answer(status, answer, "small")  # a few kilobytes: never waits
+            assert _answered(webhook) == 1
+            first.sendall(b"}")                   # the first upload completes ...
+            for sock, uid in ((first, "first"), (second, "second")):
+                status, data = _read_response(sock)  # ... and both are answered
+                check_answer(status, json.loads(data), uid)
+        finally:
+            first.close()
+            second.close()
+        assert webhook.bodies.used == 0
+
+
+def test_a_held_budget_is_429_for_large_uploads_only() -> None:
+    """While the budget is taken (here by the test itself, as by a stream of hostile uploads),
+    a large upload is told to retry after the body timeout; ordinary reviews go through."""
+    from webhook.server import SMALL_BODY_BYTES
+
+    webhook = Webhook(body_budget_bytes=3 * SMALL_BODY_BYTES, body_timeout=BODY_TIMEOUT)
+    with ServedWebhook(webhook=webhook) as served:
+        assert served.loop is not None
+        release = asyncio.Event()
+
+        async def hold() -> None:
+            async with webhook.bodies.reserve(webhook.bodies.limit):
+                await release.wait()
+
+        holder = asyncio.run_coroutine_threadsafe(hold(), served.loop)
+        assert wait_until(lambda: webhook.bodies.used == webhook.bodies.limit)
+        large = _start_upload(served, _large_review("large", 2 * SMALL_BODY_BYTES), complete=True)
+        try:
+            status, answer = post(served, "validate", review_for(volcano_job(), uid="small"))
+            check_answer(status, answer, "small")
+            status, data = _read_response(large)
+            assert status == 429, data
+            check_answer(status, json.loads(data))
+            assert b"server busy" in data
+        finally:
+            large.close()
+            served.loop.call_soon_threadsafe(release.set)
+            holder.result(5)
+        status, answer = post(served, "validate", _large_review("after", 2 * SMALL_BODY_BYTES))
+        check_answer(status, answer, "after")
+
+
+def wait_until(predicate: Any, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())

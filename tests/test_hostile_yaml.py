@@ -8,8 +8,14 @@ import resource
 import pytest
 
 from lint.cli import Report, lint_text
-from lint.documents import (MAX_DEPTH, MAX_EXPANDED_NODES, MAX_FILE_BYTES, Document, DocumentError,
-                            iter_documents)
+from lint.documents import (
+    MAX_DEPTH,
+    MAX_EXPANDED_NODES,
+    MAX_FILE_BYTES,
+    Document,
+    DocumentError,
+    iter_documents,
+)
 from policies.config import Policy
 
 POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec:\n  containers: [{name: c, image: busybox}]\n"

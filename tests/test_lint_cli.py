@@ -582,7 +582,8 @@ def test_build_check_picks_only_documents_with_tags_aliases_or_depth() -> None:
     check = build_check(text)
     assert [check(d.node) for d in docs if d.node is not None] == [False, True, True, True]
     plain = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
-    assert not build_check(plain)(next(iter(iter_documents(plain, build=False))).node)  # type: ignore[union-attr]
+    [pod] = [d for d in iter_documents(plain, build=False) if isinstance(d, Document) and d.node is not None]
+    assert pod.node is not None and not build_check(plain)(pod.node)
 
 
 def test_unjudged_documents_are_still_validated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

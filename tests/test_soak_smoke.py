@@ -34,7 +34,9 @@ def test_soak_smoke(tmp_path: Path) -> None:
     assert figures["errors"] == 0, figures["error_kinds"]
     assert figures["internal_errors"] == 0
     assert figures["events_applied"] > 0           # the topology changed under the load ...
-    assert figures["topology_age_max_seconds"] < 5  # ... and the watch kept it fresh
+    # ... and the watch kept it fresh: quiet kinds are confirmed at each re-watch (every
+    # read timeout, 15 s), well inside the default staleAfterSeconds (30 s)
+    assert figures["topology_age_max_seconds"] < 30
     assert figures["p50_ms"] <= figures["p99_ms"] <= figures["p999_ms"]
     assert figures["rss_mib"]["end"] < 512         # the Deployment's memory limit
 
@@ -45,4 +47,4 @@ def test_soak_long(tmp_path: Path) -> None:
     assert figures["errors"] == 0, figures["error_kinds"]
     assert figures["internal_errors"] == 0
     assert figures["rss_growth_percent"] < 10
-    assert figures["topology_age_max_seconds"] < 5
+    assert figures["topology_age_max_seconds"] < 30

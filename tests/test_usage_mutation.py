@@ -17,7 +17,8 @@ from policies.config import Policy, policy_from_data
 from policies.engine import evaluate
 from policies.findings import join_pointer, split_pointer
 from policies.kinds import KINDS, KindSpec
-from policies.usage import tolerates, usage_config
+from policies.tolerations import tolerates
+from policies.usage import usage_config
 from policies.workload import build_workload, resolve
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "usage"

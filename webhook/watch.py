@@ -428,8 +428,6 @@ class ResourceWatcher:
             # topology fresh while every reconnect fails the same way.
             if not (quiet or self._events) and time.monotonic() - (self.state.last_contact or 0.0) < 1.0:
                 self.state.last_contact = previous_contact
-            elif quiet:  # open and silent until now counted as fresh; keep it so while re-watching
-                self._contact()
             self.state.connected = False
             self._response = None
             _close(response)
