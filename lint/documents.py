@@ -18,7 +18,31 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from policies.findings import split_pointer
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVED: dict[tuple[str, tuple[bool, bool]], str] = {}
+_RESOLVED_MAX = 200_000
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """PyYAML's C loader with a memoised implicit-tag resolver.
+
+    Composing calls the pure-Python ``resolve`` once per node, and it tries regular
+    expressions on every plain scalar; manifests repeat their scalars (keys, ``true``,
+    ``"1"``, image names) so the answer for a given text is looked up instead. The result
+    is the same tag the stock resolver gives: this is the stock resolver, remembered.
+    """
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is not ScalarNode:
+            return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
+        key = (value, implicit)
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(_RESOLVED) >= _RESOLVED_MAX:
+                _RESOLVED.clear()
+            _RESOLVED[key] = tag
+        return tag
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 _COLLECTIONS = frozenset({"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"})

@@ -28,6 +28,9 @@ DEFAULT_POLICY: dict[str, Any] = {
             "Deployment": "inference", "StatefulSet": "inference", "RayService": "inference",
             "Job": "training", "PyTorchJob": "training", "RayJob": "training", "RayCluster": "training",
             "ElasticJob": "training",
+            # The other Kubeflow training kinds are training by definition.
+            "TFJob": "training", "XGBoostJob": "training", "PaddleJob": "training", "JAXJob": "training",
+            "MPIJob": "training",
         },
     },
     "controlPlaneTaint": "maip.mxsf.io/control-plane",
@@ -136,6 +139,9 @@ class Policy:
     source: str = "<defaults>"
     # Filled by policies.custom when the file has custom checks (compiled once per load).
     custom_checks: list[Any] = field(default_factory=list)
+    # Derived from ``data`` by readers that ask on every object (the engine's enabled
+    # rules); valid because nobody mutates a loaded policy.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- typed views of the sections rules use most ---------------------------------
     @property

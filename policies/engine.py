@@ -74,6 +74,15 @@ def input_finding(rule_id: str, message: str, path: str = "", ref: ObjectRef | N
     return _finding(get_rule(rule_id), Problem(message, path), ref, policy or Policy())
 
 
+def enabled_rules(policy: Policy) -> list[Rule]:
+    """The rules a policy switches on, worked out once per loaded policy."""
+    rules = policy.memo.get("enabled_rules")
+    if rules is None:
+        rules = policy.memo["enabled_rules"] = [r for r in all_rules().values()
+                                                if policy.rule_setting(r.id, r.slug).enabled]
+    return rules  # type: ignore[no-any-return]
+
+
 def _run(rule: Rule, produce: Iterable[Any], ref: ObjectRef | None) -> Iterable[Any]:
     """Guard one rule: an internal error is logged and reported, never raised."""
     try:
@@ -103,8 +112,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     ignored = ignored_rules(doc)
     ctx = Context(policy=policy, clusters=clusters, deadline=deadline)
     result = Evaluation(object=ref, workload=workload)
-    rules = [r for r in all_rules().values()
-             if r.id not in ignored and r.slug not in ignored and policy.rule_setting(r.id, r.slug).enabled]
+    rules = [r for r in enabled_rules(policy) if r.id not in ignored and r.slug not in ignored]
 
     current = doc
     for rule in (r for r in rules if r.mutate is not None):

@@ -12,8 +12,15 @@ from policies.workload import PodSet, Workload
 
 
 def gpu_requests(pod_set: PodSet, policy: Policy) -> dict[str, Fraction]:
-    """Configured GPU resources this pod set's pods request (effective request)."""
-    return {r: q for r, q in pod_set.requests.items() if r in policy.gpu_resources and q > 0}
+    """Configured GPU resources this pod set's pods request (effective request).
+
+    Remembered on the pod set per policy: a dozen rules ask for it on every object."""
+    key = ("gpu_requests", id(policy))
+    found = pod_set.memo.get(key)
+    if found is None:
+        found = pod_set.memo[key] = {r: q for r, q in pod_set.requests.items()
+                                     if r in policy.gpu_resources and q > 0}
+    return found  # type: ignore[no-any-return]
 
 
 def gpus_per_pod(pod_set: PodSet, policy: Policy) -> Fraction:

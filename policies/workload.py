@@ -107,6 +107,8 @@ class PodSet:
     scheduler: str
     _requests: dict[str, Fraction] | None = field(default=None, repr=False)
     _request_errors: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    # Derived facts several rules ask for (GPUs per pod under a policy, ...), computed once.
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def spec(self) -> dict[str, Any]:
