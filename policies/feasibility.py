@@ -32,12 +32,12 @@ import numpy as np
 
 from policies.config import Policy
 from policies.findings import Problem, Severity
-from policies.groups import group_sizes
+from policies.groups import GroupSpec, group_sizes
 from policies.kinds import DEFAULT_SCHEDULER
 from policies.quantity import format_quantity, scheduler_units
 from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
 from policies.tolerations import any_tolerates
-from policies.topology import HARD_EFFECTS, ClusterSnapshot, Topology
+from policies.topology import HARD_EFFECTS, ClusterSnapshot, SupernodeLayout, Topology
 from policies.workload import PodSet, Workload
 
 __all__ = ["Verdict", "Demand", "Outcome", "Feasibility", "feasibility", "problems", "check_cluster",
@@ -246,6 +246,7 @@ class _Eligibility:
     tainted: int                # schedulable nodes excluded by an untolerated taint
     unselected: int             # ... by nodeSelector / affinity / nodeName
     blocking_taints: list[str]
+    count: int = 0              # eligible nodes (mask.sum(), counted once)
 
 
 def _label_keys(spec: Mapping[str, Any]) -> tuple[str, ...]:
@@ -310,7 +311,7 @@ def eligible_mask(topo: Topology, spec: Mapping[str, Any], signature: str | None
     result = _Eligibility(mask=mask, cordoned=int((live & topo.unschedulable[:n]).sum()),
                           tainted=int((schedulable & ~taint_ok).sum()),
                           unselected=int((schedulable & taint_ok & ~selected).sum()),
-                          blocking_taints=blocking)
+                          blocking_taints=blocking, count=int(mask.sum()))
     topo.remember(key, versions, result)
     return result
 
@@ -326,18 +327,80 @@ class _Set:
     missing: list[str]          # requested resources no node offers at all
     elig: _Eligibility
     key: tuple[Any, ...] = ()   # (signature, request): what the capacity depends on
+    versions: tuple[int, ...] = ()  # topology versions the eligibility depends on
 
-    def capacity(self, free: np.ndarray) -> np.ndarray:
-        """Pods of this set each node can take on its own (0 where ineligible)."""
+    def capacity(self, free: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Pods of this set each node (row of ``free``) can take on its own (0 where
+        ineligible). ``mask``: the eligibility of ``free``'s rows when they are not all
+        the topology's slots."""
+        mask = self.elig.mask if mask is None else mask
         if self.missing:
             return np.zeros(free.shape[0], dtype=np.int64)
         per = free[:, self.cols] // self.amounts
         cap = per.min(axis=1) if self.cols.size else np.full(free.shape[0], _BIG)
-        return np.where(self.elig.mask, np.maximum(cap, 0), 0)
+        return np.where(mask, np.maximum(cap, 0), 0)
+
+
+class _Caps:
+    """Each distinct set's capacity on one free matrix, kept current while pods are
+    placed on it. Sets with the same key (eligibility and request) share one array, and
+    a placement recomputes only the rows it touched, not every node.
+
+    ``rows``: the topology slots of ``free``'s rows when ``free`` is a part of the
+    cluster (one supernode). ``known``: capacities already computed on ``free`` as it
+    is; they are copied before the first write, so the caller's arrays stay valid."""
+
+    def __init__(self, sets: Sequence[_Set], free: np.ndarray, known: Mapping[Any, np.ndarray] | None = None,
+                 rows: np.ndarray | None = None) -> None:
+        self.free = free
+        self.rows = rows
+        self.by_key: dict[Any, _Set] = {}
+        for s in sets:
+            self.by_key.setdefault(s.key, s)
+        self.caps: dict[Any, np.ndarray] = dict(known) if known else {}
+        self.owned: set[Any] = set()
+        self._masks: dict[Any, np.ndarray] = {}
+
+    def _mask(self, key: Any) -> np.ndarray | None:
+        if self.rows is None:
+            return None
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = self._masks[key] = self.by_key[key].elig.mask[self.rows]
+        return mask
+
+    def get(self, s: _Set) -> np.ndarray:
+        """The set's capacity per row of ``free`` as it is now (do not write to it)."""
+        cap = self.caps.get(s.key)
+        if cap is None:
+            cap = self.caps[s.key] = s.capacity(self.free, self._mask(s.key))
+            self.owned.add(s.key)
+        return cap
+
+    def place(self, s: _Set, rows: np.ndarray, take: np.ndarray) -> None:
+        """``take[j]`` pods of ``s`` onto row ``rows[j]`` (distinct rows)."""
+        if s.cols.size:
+            self.free[rows[:, None], s.cols] -= take[:, None] * s.amounts[None, :]
+        self.refresh(rows)
+
+    def refresh(self, rows: np.ndarray) -> None:
+        """Recompute every known capacity on ``rows`` after ``free`` changed there."""
+        if not rows.size:
+            return
+        local = self.free[rows]
+        for key, cap in list(self.caps.items()):
+            if key not in self.owned:
+                cap = self.caps[key] = cap.copy()
+                self.owned.add(key)
+            mask = self.by_key[key].elig.mask if self.rows is None else self._mask(key)
+            assert mask is not None
+            cap[rows] = self.by_key[key].capacity(local, mask[rows])
 
 
 def _sets(topo: Topology, demands: list[Demand]) -> list[_Set]:
     out = []
+    # Pod sets of one template (master and workers) share their eligibility.
+    by_signature: dict[str, tuple[_Eligibility, tuple[int, ...]]] = {}
     for d in demands:
         present = [(topo.res_index[r], v) for r, v in d.request.items() if r in topo.res_index and v > 0]
         missing = [r for r, v in d.request.items() if r not in topo.res_index and v > 0]
@@ -347,35 +410,67 @@ def _sets(topo: Topology, demands: list[Demand]) -> list[_Set]:
         amounts = np.array([min(v, int(_BIG)) for _, v in present], dtype=np.int64)
         signature = _signature(d.pod_set.spec)
         key = (signature, tuple(sorted(d.request.items())))
-        out.append(_Set(d, cols, amounts, missing, eligible_mask(topo, d.pod_set.spec, signature), key))
+        known = by_signature.get(signature)
+        if known is None:
+            known = by_signature[signature] = (eligible_mask(topo, d.pod_set.spec, signature),
+                                               topo.versions(_label_keys(d.pod_set.spec)))
+        out.append(_Set(d, cols, amounts, missing, known[0], key, known[1]))
     return out
 
 
 def _empty_capacity(topo: Topology, s: _Set) -> np.ndarray:
     """Pods of a set each empty node takes: cached until labels or allocatable change."""
     key = ("capacity", s.key)
-    versions = (topo.versions(_label_keys(s.demand.pod_set.spec)), topo.alloc_version)
+    versions = (s.versions, topo.alloc_version)
     cached = topo.cached(key, versions)
     if cached is None:
         cached = s.capacity(topo.alloc[: topo.slots])
+        cached.setflags(write=False)
         topo.remember(key, versions, cached)
     return cached  # type: ignore[no-any-return]
 
 
-def _greedy(free: np.ndarray, sets: list[_Set], counts: list[int], order: Iterable[int],
-            node_order: str = "index", caps: list[np.ndarray] | None = None) -> list[np.ndarray] | None:
+def _now(topo: Topology) -> tuple[np.ndarray, dict[Any, np.ndarray]]:
+    """The free resources now (read-only) and the capacities computed on them so far:
+    kept until a pod or node event changes what is free, so a burst of reviews between
+    events does the node-wide work once."""
+    versions = (topo.nodeset_version, topo.alloc_version, topo.used_version)
+    cached = topo.cached(("now",), versions)
+    if cached is None:
+        n = topo.slots
+        free = topo.alloc[:n] - topo.used[:n]
+        free.setflags(write=False)
+        cached = (free, {})
+        topo.remember(("now",), versions, cached)
+    return cached  # type: ignore[no-any-return]
+
+
+def _now_capacity(known: dict[Any, np.ndarray], s: _Set, free_now: np.ndarray) -> np.ndarray:
+    """A set's capacity on the free resources now (read-only), from ``known`` (see
+    :func:`_now`) while its eligibility is unchanged."""
+    key = (s.key, s.versions)
+    cap = known.get(key)
+    if cap is None:
+        if len(known) >= 64:    # bounded: one-off pod sets must not pile up
+            known.clear()
+        cap = known[key] = s.capacity(free_now)
+        cap.setflags(write=False)
+    return cap
+
+
+def _greedy(caps: _Caps, sets: list[_Set], counts: list[int], order: Iterable[int],
+            node_order: str = "index") -> list[np.ndarray] | None:
     """Greedy placement of ``counts[i]`` pods of each set, in ``order``; per-set node
     counts, or None. Nodes are filled in slot order (first fit), roomiest first
-    (``most``) or tightest first (``least``, best fit). ``free`` is updated in place."""
-    placed: list[np.ndarray] = [np.zeros(free.shape[0], dtype=np.int64) for _ in sets]
-    untouched = True            # ``caps`` (capacities on ``free`` as given) still hold
+    (``most``) or tightest first (``least``, best fit). ``caps.free`` is updated in place."""
+    n = caps.free.shape[0]
+    placed: list[np.ndarray] = [np.zeros(n, dtype=np.int64) for _ in sets]
     for i in order:
         want = counts[i]
         if want <= 0:
             continue
         s = sets[i]
-        cap = caps[i] if caps is not None and untouched else s.capacity(free)
-        untouched = False
+        cap = caps.get(s)
         if int(cap.sum()) < want:
             return None
         idx = np.flatnonzero(cap)
@@ -390,45 +485,44 @@ def _greedy(free: np.ndarray, sets: list[_Set], counts: list[int], order: Iterab
         take[-1] -= int(cum[last]) - want
         rows = idx[: last + 1]
         placed[i][rows] += take
-        if s.cols.size:
-            free[np.ix_(rows, s.cols)] -= take[:, None] * s.amounts[None, :]
+        caps.place(s, rows, take)
     return placed
 
 
-def _place(free: np.ndarray, sets: list[_Set], counts: list[int],
-           caps: list[np.ndarray] | None = None) -> list[np.ndarray] | None:
-    """A few greedy orders; the first that places everything wins. ``caps``: each set's
-    capacity on ``free``, when the caller has it already."""
-    caps = caps if caps is not None else [s.capacity(free) for s in sets]
+def _place(caps: _Caps, sets: list[_Set], counts: list[int]) -> list[np.ndarray] | None:
+    """A few greedy orders; the first that places everything wins. ``caps`` is updated
+    (free resources and capacities) only by the winning order."""
+    if not any(c > 0 for c in counts):
+        return [np.zeros(caps.free.shape[0], dtype=np.int64) for _ in sets]
     scarcity = []
-    for i in range(len(sets)):
-        total = int(caps[i].sum())
+    for i, s in enumerate(sets):
+        total = int(caps.get(s).sum())
         scarcity.append(total / counts[i] if counts[i] else float("inf"))
     by_scarcity = sorted(range(len(sets)), key=lambda i: scarcity[i])
     tries = [(by_scarcity, "index"), (by_scarcity[::-1], "index"), (by_scarcity, "least"),
              (by_scarcity[::-1], "least"), (by_scarcity, "most")]
     for order, node_order in tries:
-        trial = free.copy()
-        placed = _greedy(trial, sets, counts, order, node_order, caps)
+        trial = _Caps(sets, caps.free.copy(), caps.caps)
+        placed = _greedy(trial, sets, counts, order, node_order)
         if placed is not None:
-            free[...] = trial
+            caps.free[...] = trial.free
+            caps.caps, caps.owned = trial.caps, trial.owned
             return placed
     return None
 
 
-def _place_flexible(free: np.ndarray, sets: list[_Set], need: int) -> list[np.ndarray] | None:
+def _place_flexible(caps: _Caps, sets: list[_Set], need: int) -> list[np.ndarray] | None:
     """Any ``need`` pods of the sets (a flexible gang): take from the roomiest sets first."""
     for roomiest_first in (True, False):
-        trial = free.copy()
-        counts = [0] * len(sets)
+        trial = _Caps(sets, caps.free.copy(), caps.caps)
         left = need
-        rooms = [int(s.capacity(trial).sum()) for s in sets]
+        rooms = [int(trial.get(s).sum()) for s in sets]
         order = sorted(range(len(sets)), key=lambda i: -rooms[i] if roomiest_first else rooms[i])
-        placed = [np.zeros(free.shape[0], dtype=np.int64) for _ in sets]
+        placed = [np.zeros(caps.free.shape[0], dtype=np.int64) for _ in sets]
         for i in order:
             if left == 0:
                 break
-            take = min(left, sets[i].demand.pod_set.replicas, int(sets[i].capacity(trial).sum()))
+            take = min(left, sets[i].demand.pod_set.replicas, int(trial.get(sets[i]).sum()))
             if take <= 0:
                 continue
             counts = [0] * len(sets)
@@ -439,19 +533,22 @@ def _place_flexible(free: np.ndarray, sets: list[_Set], need: int) -> list[np.nd
             placed[i] += got[i]
             left -= take
         if left == 0:
-            free[...] = trial
+            caps.free[...] = trial.free
+            caps.caps, caps.owned = trial.caps, trial.owned
             return placed
     return None
 
 
 def _witness(topo: Topology, sets: list[_Set], placed: list[np.ndarray]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
+    names = topo.node_names
     for s, rows in zip(sets, placed, strict=True):
         nodes = out.setdefault(s.demand.name, {})
-        for slot in np.flatnonzero(rows):
-            name = topo.node_names[int(slot)]
+        slots = np.flatnonzero(rows)
+        for slot, count in zip(slots.tolist(), rows[slots].tolist(), strict=True):
+            name = names[slot]
             if name is not None:
-                nodes[name] = nodes.get(name, 0) + int(rows[slot])
+                nodes[name] = nodes.get(name, 0) + count
     return out
 
 
@@ -505,47 +602,77 @@ def _why_no_node(topo: Topology, s: _Set, alloc: np.ndarray) -> str:
 
 
 def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.ndarray,
-               flexible_min: int, what: str, caps: list[np.ndarray]) -> tuple[str, str] | None:
+               flexible_min: int, what: str, caps: list[np.ndarray],
+               sums: list[int]) -> tuple[str, str] | None:
     """(reason, JSON Pointer) why no placement of ``counts`` can exist on ``free`` (each
-    set's capacity there: ``caps``), or None. Every check here is a necessary condition,
-    so a returned reason is a proof."""
+    set's capacity there: ``caps``, summed: ``sums``), or None. Every check here is a
+    necessary condition, so a returned reason is a proof."""
     if flexible_min:
-        most = sum(int(c.sum()) for c in caps)
+        most = sum(sums)
         if most < flexible_min:
             return (f"the gang needs {flexible_min} pods; the eligible nodes hold at most {most} "
                     f"of them {what}"), ""
         return None
-    for s, cap, want in zip(sets, caps, counts, strict=True):
+    for s, most, want in zip(sets, sums, counts, strict=True):
         if want <= 0:
             continue
-        if not cap.any():
+        if most == 0:               # capacities are never negative
             if what == "even when empty":
                 return _why_no_node(topo, s, free), s.demand.pod_set.path
             return (f"pod set {s.demand.name} ({fmt(s.demand.request)} per pod) fits no node {what}",
                     s.demand.pod_set.path)
-        most = int(cap.sum())
         if most < want:
             return (f"pod set {s.demand.name} needs {want} pods of {fmt(s.demand.request)}; its "
-                    f"{int(s.elig.mask.sum())} eligible nodes hold at most {most} {what}",
+                    f"{s.elig.count} eligible nodes hold at most {most} {what}",
                     s.demand.pod_set.path)
     # Totals: a resource can only come from nodes where some pod using it fits.
     total_cols: dict[int, int] = {}
-    usable: dict[int, np.ndarray] = {}
-    for s, cap, want in zip(sets, caps, counts, strict=True):
+    for s, want in zip(sets, counts, strict=True):
         if want <= 0:
             continue
-        for col, amount in zip(s.cols, s.amounts, strict=True):
-            c = int(col)
-            total_cols[c] = total_cols.get(c, 0) + want * int(amount)
-            usable[c] = usable.get(c, np.zeros(free.shape[0], dtype=bool)) | (cap > 0)
+        for col, amount in zip(s.cols.tolist(), s.amounts.tolist(), strict=True):
+            total_cols[col] = total_cols.get(col, 0) + want * amount
+    active = [(s, cap) for s, cap, want in zip(sets, caps, counts, strict=True) if want > 0]
+    offers = _offers(topo, active, free, cache=what == "even when empty")
     for col, needed in total_cols.items():
-        offered = int(np.maximum(free[usable[col], col], 0).sum())
+        offered, nodes = offers[col]
         if needed > offered:
             resource = topo.resources[col]
             return (f"the gang needs {_fmt1(resource, needed)} in total; the "
-                    f"{int(usable[col].sum())} nodes its pods fit offer {format_quantity(resource, offered)} "
+                    f"{nodes} nodes its pods fit offer {format_quantity(resource, offered)} "
                     f"{what}"), ""
     return None
+
+
+def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndarray,
+            cache: bool) -> dict[int, tuple[int, int]]:
+    """Per resource column the sets request: (what ``free`` offers on the nodes where a
+    pod of some set requesting it fits, how many such nodes). ``cache``: ``free`` is the
+    allocatable, so the answer keeps until the sets' eligibility or allocatable change."""
+    key = ("offers", tuple(s.key for s, _ in active))
+    versions = (tuple(s.versions for s, _ in active), topo.alloc_version)
+    if cache:
+        cached = topo.cached(key, versions)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+    users: dict[int, list[int]] = {}          # column -> the active sets requesting it
+    for j, (s, _) in enumerate(active):
+        for col in s.cols.tolist():
+            users.setdefault(col, []).append(j)
+    out: dict[int, tuple[int, int]] = {}
+    by_users: dict[frozenset[Any], np.ndarray] = {}   # columns mostly share their users
+    for col, js in users.items():
+        ids = frozenset(active[j][0].key for j in js)
+        rows = by_users.get(ids)
+        if rows is None:
+            usable = np.zeros(free.shape[0], dtype=bool)
+            for j in js:
+                usable |= active[j][1] > 0
+            rows = by_users[ids] = np.flatnonzero(usable)
+        out[col] = (int(np.maximum(free[rows, col], 0).sum()), int(rows.size))
+    if cache:
+        topo.remember(key, versions, out)
+    return out
 
 
 # -- GPU groups --------------------------------------------------------------------------
@@ -564,8 +691,9 @@ class _Groups:
     path: str
 
 
-def _group_plan(workload: Workload, policy: Policy, sets: list[_Set]) -> _Groups | None:
-    spec = group_sizes(workload, policy)
+def _group_plan(workload: Workload, policy: Policy, sets: list[_Set],
+                spec: GroupSpec | None) -> _Groups | None:
+    """How the GPU pods form units; ``spec``: :func:`group_sizes` of the workload."""
     if spec is None or not spec.pod_sets:
         return None
     gpu_names = set(policy.gpu_resources)
@@ -588,13 +716,29 @@ def _group_plan(workload: Workload, policy: Policy, sets: list[_Set]) -> _Groups
                    atomic_explicit=spec.atomic_explicit, path=spec.atomic_path or spec.size_path)
 
 
-def _supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, free: np.ndarray,
+def _supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps: Sequence[np.ndarray],
                      supernodes: list[tuple[str, np.ndarray]]) -> np.ndarray:
-    """Units each supernode can hold: pods of any GPU set per node (an upper bound)."""
-    best = np.zeros(free.shape[0], dtype=np.int64)
-    for i in plan.gpu_sets:
-        best = np.maximum(best, sets[i].capacity(free))
+    """Units each supernode can hold: pods of any GPU set per node (an upper bound).
+    ``caps``: each set's capacity on the free resources in question."""
+    best = caps[plan.gpu_sets[0]]
+    for i in plan.gpu_sets[1:]:
+        best = np.maximum(best, caps[i])
     return topo.supernode_totals(best, supernodes) // plan.pods_per_unit
+
+
+def _empty_supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps_empty: Sequence[np.ndarray],
+                           supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...]) -> np.ndarray:
+    """:func:`_supernode_slots` on the empty cluster, cached until the GPU sets'
+    eligibility, the allocatable or the supernodes change. Read-only."""
+    gpu_sets = [sets[i] for i in plan.gpu_sets]
+    key = ("supernode-slots", tuple(s.key for s in gpu_sets), plan.pods_per_unit, labels)
+    versions = (tuple(s.versions for s in gpu_sets), topo.alloc_version, topo.supernode_versions(labels))
+    cached = topo.cached(key, versions)
+    if cached is None:
+        cached = _supernode_slots(topo, sets, plan, caps_empty, supernodes)
+        cached.setflags(write=False)
+        topo.remember(key, versions, cached)
+    return cached  # type: ignore[no-any-return]
 
 
 def _unit_label(plan: _Groups) -> str:
@@ -603,9 +747,9 @@ def _unit_label(plan: _Groups) -> str:
     return f"group of {plan.unit} GPUs (gpu-group-size)"
 
 
-def _groups_never(topo: Topology, sets: list[_Set], plan: _Groups, alloc: np.ndarray,
-                  supernodes: list[tuple[str, np.ndarray]]) -> str | None:
-    slots = _supernode_slots(topo, sets, plan, alloc, supernodes)
+def _groups_never(topo: Topology, plan: _Groups, alloc: np.ndarray, supernodes: list[tuple[str, np.ndarray]],
+                  slots: np.ndarray) -> str | None:
+    """Why the GPU groups can never form; ``slots``: units per supernode when empty."""
     best = int(np.argmax(slots)) if slots.size else -1
     if not slots.size or slots[best] == 0:
         gpus = [int(np.maximum(alloc[rows, topo.res_index[plan.resource]], 0).sum())
@@ -662,44 +806,126 @@ def _unit_runs(sets: list[_Set], plan: _Groups) -> tuple[list[tuple[list[int], i
     return runs, rest
 
 
-def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, free: np.ndarray,
+def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, caps: _Caps,
                   supernodes: list[tuple[str, np.ndarray]], tick: Any) -> list[np.ndarray] | None:
     """Units of GPU pods, each inside one supernode, then everything else anywhere.
-    Per supernode as many units of a run as fit at once (halving on failure), so the
-    cost grows with supernodes, not with the gang's size."""
-    n = free.shape[0]
+    Supernodes are visited in order; per supernode as many units of a run as fit at
+    once (halving on failure), so the cost grows with supernodes, not with the gang's
+    size. ``caps`` (free resources and capacities) is updated in place."""
+    n = caps.free.shape[0]
     placed = [np.zeros(n, dtype=np.int64) for _ in sets]
     runs, rest_counts = _unit_runs(sets, plan)
+    layout = topo.supernode_layout(supernodes)
     sn = 0
     for comp, count in runs:
-        left = count
-        while left:
-            if sn >= len(supernodes):
-                return None
-            tick()
-            rows = supernodes[sn][1]
-            sub_sets = [_Set(s.demand, s.cols, s.amounts, s.missing,
-                             _Eligibility(s.elig.mask[rows], 0, 0, 0, [])) for s in sets]
-            local = free[rows]
-            fit = min([left] + [int(sub_sets[i].capacity(local).sum()) // c
-                                for i, c in enumerate(comp) if c])
-            got = None
-            while fit > 0:
-                trial = local.copy()
-                got = _greedy(trial, sub_sets, [c * fit for c in comp], range(len(sets)))
-                if got is not None:
-                    free[rows] = trial
-                    for i, g in enumerate(got):
-                        placed[i][rows] += g
-                    left -= fit
-                    break
-                fit //= 2
-            if got is None or left:
-                sn += 1             # this supernode is full for this run
-    rest = _place(free, sets, rest_counts)
+        tick()
+        parts = [(i, c) for i, c in enumerate(comp) if c]
+        # One set per unit, or one unit of sets that share their capacity: the loop below
+        # reduces to first fit over the supernodes' nodes in order, done in array steps.
+        shared = len(parts) == 1 or (count == 1 and len({sets[i].key for i, _ in parts}) == 1)
+        if layout.disjoint and shared:
+            at = _place_run(supernodes, layout, sets, parts, count, sn, caps, placed)
+        else:
+            # Units each supernode could take now. Free resources only shrink during a
+            # run, so a supernode without room now is one the loop would pass over anyway.
+            bound = np.full(len(supernodes), count, dtype=np.int64)
+            for i, c in parts:
+                np.minimum(bound, topo.supernode_totals(caps.get(sets[i]), supernodes) // c, out=bound)
+            at = _place_run_per_supernode(sets, comp, count, bound, sn, caps, placed, supernodes, tick)
+        if at is None:
+            return None
+        sn = at
+    tick()
+    if not any(rest_counts):
+        return placed
+    rest = _place(caps, sets, rest_counts)
     if rest is None:
         return None
     return [a + b for a, b in zip(placed, rest, strict=True)]
+
+
+def _place_run(supernodes: list[tuple[str, np.ndarray]], layout: SupernodeLayout, sets: list[_Set],
+               parts: list[tuple[int, int]], count: int, sn: int, caps: _Caps,
+               placed: list[np.ndarray]) -> int | None:
+    """``count`` units of ``parts`` ((set, pods per unit); several sets only when they
+    share one capacity and ``count`` is 1), supernode after supernode from ``sn``
+    (disjoint supernodes), first fit inside each, the sets' pods one set after another:
+    what :func:`_place_run_per_supernode` does, in a few array operations. The
+    supernode the run ends in, or None."""
+    s = sets[parts[0][0]]
+    per_unit = sum(c for _, c in parts)
+    cap_all = caps.get(s)
+    lo = int(layout.starts[sn])
+    # Units per supernode from sn on, over a window that grows until it holds the run:
+    # a run usually ends a few supernodes after it starts.
+    width = max(2 * count, 32)
+    while True:
+        stop = min(len(supernodes), sn + width)
+        hi = int(layout.ends[stop - 1])
+        cap = cap_all[layout.members[lo:hi]]
+        room = np.add.reduceat(cap, layout.starts[sn:stop] - lo) // per_unit
+        if stop == len(supernodes) or int(room.sum()) >= count:
+            break
+        width *= 4
+    before = np.cumsum(room) - room
+    units = np.minimum(np.maximum(count - before, 0), room)
+    if int(units.sum()) < count:
+        return None
+    last = int(np.flatnonzero(units)[-1])
+    hi = int(layout.ends[sn + last])
+    members = layout.members[lo:hi]
+    owner = layout.owner[lo:hi] - sn
+    cap = cap[: hi - lo]
+    cum = np.cumsum(cap)
+    already = cum - cap                           # pods the earlier members take, from lo
+    first = layout.starts[sn: sn + last + 1] - lo
+    already -= already[first][owner]              # ... within the member's own supernode
+    units = units[: last + 1][owner]              # per member: its supernode's units
+    take = np.minimum(np.maximum(units * per_unit - already, 0), cap)
+    hit = np.flatnonzero(take)
+    rows, take, already, units = members[hit], take[hit], already[hit], units[hit]
+    start = 0
+    for i, c in parts:                            # set i takes pods [start, end) of the unit(s)
+        end = start + c
+        mine = np.minimum(already + take, units * end) - np.maximum(already, units * start)
+        placed[i][rows] += np.maximum(mine, 0)
+        start = end
+    caps.place(s, rows, take)
+    return sn + last
+
+
+def _place_run_per_supernode(sets: list[_Set], comp: list[int], count: int, bound: np.ndarray, sn: int,
+                             caps: _Caps, placed: list[np.ndarray], supernodes: list[tuple[str, np.ndarray]],
+                             tick: Any) -> int | None:
+    """``count`` units of ``comp`` (pods per set), one supernode at a time from ``sn``:
+    the general case (several sets per unit, or supernodes sharing nodes). The
+    supernode the run ends in, or None."""
+    left = count
+    candidates = (np.flatnonzero(bound[sn:]) + sn).tolist()
+    while left:
+        while candidates and candidates[0] < sn:
+            candidates.pop(0)
+        if not candidates:
+            return None
+        sn = candidates[0]
+        tick()
+        rows = supernodes[sn][1]
+        fit = min([left] + [int(caps.get(sets[i])[rows].sum()) // c for i, c in enumerate(comp) if c])
+        got = None
+        while fit > 0:
+            local = _Caps(sets, caps.free[rows], {k: v[rows] for k, v in caps.caps.items()}, rows)
+            got = _greedy(local, sets, [c * fit for c in comp], range(len(sets)))
+            if got is not None:
+                caps.free[rows] = local.free
+                caps.refresh(rows)
+                for i, g in enumerate(got):
+                    placed[i][rows] += g
+                left -= fit
+                break
+            fit //= 2
+        if got is None or left:
+            sn += 1             # this supernode is full for this run
+    return sn
 
 
 # -- queues and quotas ---------------------------------------------------------------------
@@ -852,14 +1078,22 @@ def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Dem
     flexible = _flexible_min(workload, demands)
     n = topo.slots
     alloc = topo.alloc[:n]
-    free_now = alloc - topo.used[:n]
+    free_now, known_now = _now(topo)
+    # One pass over the nodes per distinct pod set (eligibility and request): replicas of
+    # one template share it, and hundreds of sets must not outrun the budget.
+    now_by_key: dict[Any, np.ndarray] = {}
+    sums: dict[Any, tuple[int, int]] = {}
     caps_now, caps_empty = [], []
-    for s in sets:  # one pass over the nodes per pod set: hundreds of sets must not outrun the budget
-        tick()
-        caps_now.append(s.capacity(free_now))
+    for s in sets:
+        if s.key not in now_by_key:
+            tick()
+            now_by_key[s.key] = _now_capacity(known_now, s, free_now)
+        caps_now.append(now_by_key[s.key])
         caps_empty.append(_empty_capacity(topo, s))
-    rows = [ExplainRow(d.name, d.want, int(s.elig.mask.sum()), int(now.sum()), int(empty.sum()))
-            for d, s, now, empty in zip(demands, sets, caps_now, caps_empty, strict=True)]
+        if s.key not in sums:
+            sums[s.key] = (int(caps_now[-1].sum()), int(caps_empty[-1].sum()))
+    rows = [ExplainRow(d.name, d.want, s.elig.count, *sums[s.key])
+            for d, s in zip(demands, sets, strict=True)]
 
     def outcome(verdict: Verdict, rule: str, message: str, path: str = "") -> Outcome:
         return Outcome("", verdict, rule, message, path, rows=rows)
@@ -876,7 +1110,8 @@ def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Dem
     tick()
 
     # Empty cluster: necessary conditions (a proof when they fail).
-    proof = _necessary(topo, sets, hard, alloc, flexible, "even when empty", caps_empty)
+    proof = _necessary(topo, sets, hard, alloc, flexible, "even when empty", caps_empty,
+                       [sums[s.key][1] for s in sets])
     if proof is not None:
         if autoscaling:
             return outcome(Verdict.WAITS, "GG404",
@@ -884,13 +1119,15 @@ def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Dem
         return outcome(Verdict.NEVER, "GG403", *proof)
     tick()
     groups = group_sizes(workload, policy)
-    supernodes = topo.supernodes(policy.gpu.get("supernodeLabels", [])) if groups is not None else []
-    plan = _group_plan(workload, policy, sets) if supernodes else None
+    supernode_labels = tuple(policy.gpu.get("supernodeLabels", []))
+    supernodes = topo.supernodes(supernode_labels) if groups is not None else []
+    plan = _group_plan(workload, policy, sets, groups) if supernodes else None
     notes: list[str] = []
     if groups is not None and not supernodes:
         notes.append("the cluster has no supernode labels or tier-1 HyperNodes: GPU groups not checked")
     if plan is not None and plan.units:
-        reason = _groups_never(topo, sets, plan, alloc, supernodes)
+        slots_empty = _empty_supernode_slots(topo, sets, plan, caps_empty, supernodes, supernode_labels)
+        reason = _groups_never(topo, plan, alloc, supernodes, slots_empty)
         if reason is not None:
             if autoscaling:
                 return outcome(Verdict.WAITS, "GG404", f"{reason}; waits for new nodes")
@@ -898,7 +1135,7 @@ def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Dem
     tick()
     if want != hard and not flexible:
         # Not a gang: every pod is placed on its own. Pods that never fit stay Pending.
-        most = [int(c.sum()) for c in caps_empty]
+        most = [sums[s.key][1] for s in sets]
         short = [(d, m) for d, m in zip(demands, most, strict=True) if m < d.want]
         if short:
             text = "; ".join(f"{d.name}: {m} of {d.want} pods" for d, m in short)
@@ -912,23 +1149,23 @@ def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Dem
     if queue is not None:
         queue.rows = rows
         return queue
-    free = free_now.copy()
+    caps = _Caps(sets, free_now.copy(), now_by_key)
     if plan is not None and plan.units:
-        placed = _place_groups(topo, sets, plan, free, supernodes, tick)
+        placed = _place_groups(topo, sets, plan, caps, supernodes, tick)
     elif flexible:
-        placed = _place_flexible(free, sets, flexible)
+        placed = _place_flexible(caps, sets, flexible)
     else:
-        placed = _place(free, sets, want, caps_now)
+        placed = _place(caps, sets, want)
     tick()
     if placed is not None:
         result = outcome(Verdict.FITS, "", "fits")
         result.witness = _witness(topo, sets, placed)
         result.notes = notes
         return result
-    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now)
+    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, [sums[s.key][0] for s in sets])
     reason, path = now if now is not None else (None, "")
     if reason is None and plan is not None and plan.units:
-        slots = int(_supernode_slots(topo, sets, plan, free_now, supernodes).sum())
+        slots = int(_supernode_slots(topo, sets, plan, caps_now, supernodes).sum())
         if slots < plan.units:
             reason = (f"{plan.units} units ({_unit_label(plan)}) needed, the supernodes' free resources "
                       f"hold {slots} now")

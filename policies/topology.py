@@ -33,8 +33,8 @@ from policies.config import Policy
 from policies.quantity import QuantityError, parse_quantity, scheduler_units
 from policies.resources import pod_requests
 
-__all__ = ["Topology", "ClusterSnapshot", "QueueInfo", "PodGroupInfo", "QuotaNode", "Taint",
-           "KINDS_WATCHED", "HARD_EFFECTS", "units_of"]
+__all__ = ["Topology", "ClusterSnapshot", "SupernodeLayout", "QueueInfo", "PodGroupInfo", "QuotaNode",
+           "Taint", "KINDS_WATCHED", "HARD_EFFECTS", "units_of"]
 
 HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -146,13 +146,26 @@ def _taints(value: Any) -> tuple[Taint, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class SupernodeLayout:
+    """A supernode list laid out flat: the member slots of supernode ``k`` are
+    ``members[starts[k]:ends[k]]``, in the list's order; ``owner`` maps each member
+    position back to ``k``. ``disjoint``: no node belongs to two supernodes."""
+
+    members: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    owner: np.ndarray
+    disjoint: bool
+
+
 class Topology:
     """Nodes, pods, queues, pod groups, quotas and hypernodes of one cluster."""
 
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy or Policy()
-        # (the supernodes() list it was built for, member node slots, segment starts)
-        self._supernode_flat: tuple[list[tuple[str, np.ndarray]], np.ndarray, np.ndarray] | None = None
+        # The supernodes() list it was built for, and that list laid out flat.
+        self._supernode_flat: tuple[list[tuple[str, np.ndarray]], SupernodeLayout] | None = None
         self.resources: list[str] = list(_BASE_RESOURCES)
         self.res_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
         cap = 16
@@ -185,6 +198,7 @@ class Topology:
         self.cordon_version = 0
         self.hypernode_version = 0
         self.alloc_version = 0                  # a node's allocatable changed
+        self.used_version = 0                   # what the pods on a node hold changed
         self._key_versions: dict[str, int] = {}  # per label key
         self.cache: dict[Any, Any] = {}         # derived data: key -> (versions, value)
 
@@ -271,6 +285,7 @@ class Topology:
             self.alloc = np.hstack([self.alloc, pad])
             self.used = np.hstack([self.used, pad])
             self.alloc_version += 1
+            self.used_version += 1
         return index
 
     def vector(self, units: Mapping[str, int]) -> np.ndarray:
@@ -286,11 +301,20 @@ class Topology:
         return len(self.node_index)
 
     def cluster_total(self, include_cordoned: bool = False) -> np.ndarray:
-        """Allocatable summed over live (and, unless asked, schedulable) nodes."""
+        """Allocatable summed over live (and, unless asked, schedulable) nodes. Read-only:
+        cached until a node comes, goes, is cordoned or changes its allocatable."""
+        key = ("cluster_total", include_cordoned)
+        versions = (self.nodeset_version, self.cordon_version, self.alloc_version)
+        cached = self.cached(key, versions)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
         rows = self.live[: self.slots]
         if not include_cordoned:
             rows = rows & ~self.unschedulable[: self.slots]
-        return self.alloc[: self.slots][rows].sum(axis=0)
+        total = self.alloc[: self.slots][rows].sum(axis=0)
+        total.setflags(write=False)
+        self.remember(key, versions, total)
+        return total
 
     # -- nodes ----------------------------------------------------------------------
     def _grow(self) -> None:
@@ -387,6 +411,7 @@ class Topology:
             self.unschedulable[slot] = False
             self.alloc[slot] = 0
             self.used[slot] = 0
+            self.used_version += 1
             self._set_labels(slot, {})
             self._set_taints(slot, ())
             self._alloc_hash[slot] = None
@@ -432,6 +457,7 @@ class Topology:
             for pod_key in self._pods_on.get(name, ()):
                 for col, v in self._pods[pod_key].request:
                     self.used[slot, col] += v
+            self.used_version += 1
 
     # -- pods -----------------------------------------------------------------------
     def _apply_pod(self, obj: Mapping[str, Any], deleted: bool) -> None:
@@ -472,6 +498,7 @@ class Topology:
         if slot is not None:
             for col, v in request:
                 self.used[slot, col] += v
+            self.used_version += 1
 
     def _release(self, key: tuple[str, str], pod: _Pod) -> None:
         on = self._pods_on.get(pod.node)
@@ -483,6 +510,7 @@ class Topology:
         if slot is not None:
             for col, v in pod.request:
                 self.used[slot, col] -= v
+            self.used_version += 1
 
     # -- volcano queues and pod groups --------------------------------------------------
     def _apply_queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
@@ -609,10 +637,7 @@ class Topology:
         ``labels`` (default: the policy's ``gpu.supernodeLabels``), and the node members
         of each tier-1 HyperNode."""
         label_keys = tuple(self.policy.gpu.get("supernodeLabels", []) if labels is None else labels)
-        by_label = any(_mapping(_mapping(m.get("selector")).get("labelMatch"))
-                       for _, members in self.hypernodes.values() for m in members)
-        versions = (self.versions(label_keys), self.hypernode_version,
-                    self.label_version if by_label else 0)
+        versions = self.supernode_versions(label_keys)
         key = ("supernodes", label_keys)
         cached = self.cached(key, versions)
         if cached is not None:
@@ -645,20 +670,35 @@ class Topology:
         self.remember(key, versions, out)
         return out
 
+    def supernode_versions(self, label_keys: Iterable[str]) -> tuple[Any, ...]:
+        """The versions :meth:`supernodes` for these label keys depends on."""
+        by_label = any(_mapping(_mapping(m.get("selector")).get("labelMatch"))
+                       for _, members in self.hypernodes.values() for m in members)
+        return (self.versions(label_keys), self.hypernode_version, self.label_version if by_label else 0)
+
+    def supernode_layout(self, supernodes: list[tuple[str, np.ndarray]]) -> SupernodeLayout:
+        """``supernodes`` (as returned by :meth:`supernodes`) laid out flat, for vectorised
+        per-supernode work; kept for the last list asked about."""
+        flat = self._supernode_flat
+        if flat is not None and flat[0] is supernodes:
+            return flat[1]
+        members = np.concatenate([rows for _, rows in supernodes]) if supernodes else \
+            np.zeros(0, dtype=np.intp)
+        sizes = np.fromiter((rows.size for _, rows in supernodes), dtype=np.int64, count=len(supernodes))
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64) if supernodes else sizes
+        layout = SupernodeLayout(members=members, starts=starts, ends=starts + sizes,
+                                 owner=np.repeat(np.arange(len(supernodes)), sizes),
+                                 disjoint=np.unique(members).size == members.size)
+        self._supernode_flat = (supernodes, layout)
+        return layout
+
     def supernode_totals(self, per_node: np.ndarray, supernodes: list[tuple[str, np.ndarray]]) -> np.ndarray:
         """``per_node`` summed over each supernode of ``supernodes`` (as returned by
         :meth:`supernodes`), in one vectorised pass instead of one sum per supernode."""
-        flat = self._supernode_flat
-        if flat is None or flat[0] is not supernodes:
-            members = np.concatenate([rows for _, rows in supernodes]) if supernodes else \
-                np.zeros(0, dtype=np.int64)
-            sizes = np.fromiter((rows.size for _, rows in supernodes), dtype=np.int64, count=len(supernodes))
-            starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if supernodes else sizes
-            flat = self._supernode_flat = (supernodes, members, starts)
-        _, members, starts = flat
         if not supernodes:
             return np.zeros(0, dtype=per_node.dtype)
-        return np.add.reduceat(per_node[members], starts)
+        layout = self.supernode_layout(supernodes)
+        return np.add.reduceat(per_node[layout.members], layout.starts)
 
     def _member_mask(self, selector: Mapping[str, Any]) -> np.ndarray:
         mask = np.zeros(self.slots, dtype=bool)
