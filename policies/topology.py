@@ -213,6 +213,12 @@ class Topology:
                           "PodGroup": self._apply_podgroup, "HyperNode": self._apply_hypernode,
                           "ElasticQuotaTree": self._apply_elasticquotatree}
 
+    def _stores(self) -> dict[str, Mapping[Any, Any]]:
+        """Per watched kind, the mapping whose keys are the objects held (for relists)."""
+        return {"Node": self.node_index, "Pod": self._pods, "Queue": self.queues,
+                "PodGroup": self.podgroups, "HyperNode": self.hypernodes,
+                "ElasticQuotaTree": self.quota_trees}
+
     # -- construction ---------------------------------------------------------------
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]], policy: Policy | None = None) -> Topology:
@@ -247,23 +253,14 @@ class Topology:
 
     def replace_all(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
         """After a relist: objects of ``kind`` absent from ``objects`` are removed."""
+        store = self._stores().get(kind)
+        if store is None:
+            return
         items = [o for o in objects if isinstance(o, Mapping)]
         seen = {_key(o) for o in items}
-        stale: list[tuple[str, str]]
-        if kind == "Node":
-            stale = [("", n) for n in self.node_index if ("", n) not in seen]
-        elif kind == "Pod":
-            stale = [k for k in self._pods if k not in seen]
-        elif kind == "Queue":
-            stale = [("", n) for n in self.queues if ("", n) not in seen]
-        elif kind == "PodGroup":
-            stale = [k for k in self.podgroups if k not in seen]
-        elif kind == "HyperNode":
-            stale = [("", n) for n in self.hypernodes if ("", n) not in seen]
-        elif kind == "ElasticQuotaTree":
-            stale = [k for k in self.quota_trees if k not in seen]
-        else:
-            return
+        # Cluster-scoped kinds are keyed by name alone; namespaced ones by (namespace, name).
+        stale = [k if isinstance(k, tuple) else ("", k) for k in store]
+        stale = [k for k in stale if k not in seen]
         group = KINDS_WATCHED[kind]
         api_version = f"{group}/v1" if group else "v1"
         for ns, name in stale:
