@@ -14,6 +14,7 @@ both rounded up (``Quantity.MilliValue`` / ``Quantity.Value``).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -57,6 +58,13 @@ def parse_quantity(value: object) -> Fraction:
         return parse_quantity(repr(value))
     if not isinstance(value, str):
         raise QuantityError(f"expected a quantity string or number, got {type(value).__name__}")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Fraction:
+    """Manifests repeat the same few quantities (``8``, ``32Gi``) across every pod set
+    and review: parse each text once. Fractions are immutable, so sharing is safe."""
     text = value.strip()
     if not text or len(text) > _MAX_LEN:
         raise QuantityError(f"{value!r} is not a quantity")
