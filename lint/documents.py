@@ -19,8 +19,11 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from policies.findings import split_pointer
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_RESOLVED: dict[tuple[str, tuple[bool, bool]], str] = {}
+_RESOLVED: dict[str, str] = {}
 _RESOLVED_MAX = 200_000
+# The shortcuts below are the stock resolver's answers when no path resolvers are
+# registered (PyYAML registers none for the safe loader; nor do we).
+assert not getattr(_BaseLoader, "yaml_path_resolvers", None)
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
@@ -33,17 +36,29 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
     """
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        if kind is not ScalarNode:
-            return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
-        key = (value, implicit)
-        tag = _RESOLVED.get(key)
-        if tag is None:
-            tag = super().resolve(kind, value, implicit)
-            if len(_RESOLVED) >= _RESOLVED_MAX:
-                _RESOLVED.clear()
-            _RESOLVED[key] = tag
-        return tag
+        if kind is ScalarNode:
+            if not implicit[0]:          # quoted or block scalar: always a string
+                return _STR
+            tag = _RESOLVED.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(_RESOLVED) >= _RESOLVED_MAX:
+                    _RESOLVED.clear()
+                _RESOLVED[value] = tag
+            return tag
+        return _SEQ if kind is SequenceNode else _MAP
+
+    # Path resolvers are not used: nothing to track while descending the tree.
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
+
+
 _STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
 _MERGE = "tag:yaml.org,2002:merge"
 _COLLECTIONS = frozenset({"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"})
 _SAFE = yaml.constructor.SafeConstructor()

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from typing import Any
 
 from policies.config import Policy
 from policies.findings import Finding, ObjectRef, Problem
-from policies.patch import PatchOp, apply_patch
+from policies.patch import PatchOp, apply_patch, clone
 from policies.registry import Rule, all_rules, get_rule
 from policies.workload import ShapeError, Workload, build_workload, is_kubernetes_object, object_ref
 
@@ -124,7 +123,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
             result.findings.append(_finding(rule, problem, ref, policy))
             if ops:
                 if current is doc:
-                    current = copy.deepcopy(doc)
+                    current = clone(doc)
                 apply_patch(current, ops, in_place=True)
                 result.patch.extend(ops)
         if current is not doc and current is not workload.doc:

@@ -28,7 +28,11 @@ def gpus_per_pod(pod_set: PodSet, policy: Policy) -> Fraction:
 
 
 def is_gpu_workload(workload: Workload, policy: Policy) -> bool:
-    return any(gpus_per_pod(p, policy) > 0 for p in workload.pod_sets)
+    key = ("is_gpu", id(policy))
+    found = workload.memo.get(key)
+    if found is None:
+        found = workload.memo[key] = any(gpus_per_pod(p, policy) > 0 for p in workload.pod_sets)
+    return found  # type: ignore[no-any-return]
 
 
 def gpu_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:

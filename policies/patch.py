@@ -16,8 +16,21 @@ class PatchError(ValueError):
     pass
 
 
+def clone(value: Any) -> Any:
+    """A deep copy of a JSON-like document (dicts, lists, scalars): several times faster
+    than ``copy.deepcopy``, which the engine would otherwise pay on every mutated object."""
+    kind = type(value)
+    if kind is dict:
+        return {k: clone(v) for k, v in value.items()}
+    if kind is list:
+        return [clone(v) for v in value]
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def apply_patch(doc: Any, ops: list[PatchOp], in_place: bool = False) -> Any:
-    target = doc if in_place else copy.deepcopy(doc)
+    target = doc if in_place else clone(doc)
     for op in ops:
         target = _apply(target, op)
     return target
@@ -28,7 +41,7 @@ def _apply(doc: Any, op: PatchOp) -> Any:
     kind = op["op"]
     if not tokens:
         if kind in ("add", "replace"):
-            return copy.deepcopy(op["value"])
+            return clone(op["value"])
         raise PatchError(f"cannot {kind} the whole document")
     parent: Any = doc
     for token in tokens[:-1]:
@@ -37,9 +50,9 @@ def _apply(doc: Any, op: PatchOp) -> Any:
     if isinstance(parent, list):
         index = len(parent) if last == "-" else int(last)
         if kind == "add":
-            parent.insert(index, copy.deepcopy(op["value"]))
+            parent.insert(index, clone(op["value"]))
         elif kind == "replace":
-            parent[index] = copy.deepcopy(op["value"])
+            parent[index] = clone(op["value"])
         elif kind == "remove":
             del parent[index]
         elif kind == "test" and parent[index] != op["value"]:
@@ -48,7 +61,7 @@ def _apply(doc: Any, op: PatchOp) -> Any:
         if kind in ("add", "replace"):
             if kind == "replace" and last not in parent:
                 raise PatchError(f"replace of missing {op['path']}")
-            parent[last] = copy.deepcopy(op["value"])
+            parent[last] = clone(op["value"])
         elif kind == "remove":
             del parent[last]
         elif kind == "test" and parent.get(last) != op["value"]:

@@ -23,7 +23,7 @@ from typing import Any
 from policies.config import Policy
 from policies.findings import join_pointer, split_pointer
 from policies.gpu import gpus_per_pod, is_gpu_workload
-from policies.patch import PatchOp
+from policies.patch import PatchOp, clone
 from policies.tolerations import NO_SCHEDULE, tolerates
 from policies.workload import PodSet, Workload
 
@@ -283,7 +283,7 @@ class _Builder:
         """Append ``item`` to the list at ``tokens``, creating missing parents (mappings,
         then the list). False when something in the way has the wrong type."""
         if not self._copied:
-            self.work, self._copied = copy.deepcopy(self.work), True
+            self.work, self._copied = clone(self.work), True
         node: Any = self.work
         for depth, token in enumerate(tokens):
             is_last = depth == len(tokens) - 1

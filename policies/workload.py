@@ -179,6 +179,7 @@ class Workload:
     gang_min: int
     gang_min_path: str          # "" when derived from replicas
     queues: list[QueueRef]
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def kind(self) -> str:

@@ -105,3 +105,29 @@ def test_header_without_building_values() -> None:
     assert doc.header() == ("v1", "Pod")
     (values,) = list(iter_documents("- a\n- b\n", build=False))
     assert isinstance(values, Document) and values.header() is None
+
+
+def test_memoised_resolver_gives_the_stock_tags() -> None:
+    """The linter's loader remembers implicit tags; it must resolve exactly as PyYAML does."""
+    import yaml
+    from yaml.nodes import MappingNode, Node, SequenceNode
+
+    from lint.documents import _Loader
+
+    def tags(node: Node, out: list[str]) -> list[str]:
+        out.append(node.tag)
+        if isinstance(node, MappingNode):
+            for k, v in node.value:
+                tags(k, out)
+                tags(v, out)
+        elif isinstance(node, SequenceNode):
+            for child in node.value:
+                tags(child, out)
+        return out
+
+    text = ("a: [1, 1.5, .inf, 0x1F, 0o17, 1_000, yes, No, ~, null, '', \"1\", '1', 2024-01-01, "
+            "1:20, -.5e3, +12, =, <<, true]\nb: |\n  1\nc: >\n  yes\nd: !!str 1\ne: {}\n")
+    for _ in range(2):  # the second pass answers from the memo
+        ours = [tags(n, []) for n in yaml.compose_all(text, Loader=_Loader)]
+        stock = [tags(n, []) for n in yaml.compose_all(text, Loader=yaml.SafeLoader)]
+        assert ours == stock
