@@ -115,6 +115,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
 
     current = doc
     for rule in (r for r in rules if r.mutate is not None):
+        changed = False
         for item in _run(rule, rule.mutate(workload, ctx), ref):  # type: ignore[misc]
             if isinstance(item, Problem):  # internal error
                 result.findings.append(_finding(rule, item, ref, policy))
@@ -126,7 +127,8 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
                     current = clone(doc)
                 apply_patch(current, ops, in_place=True)
                 result.patch.extend(ops)
-        if current is not doc and current is not workload.doc:
+                changed = True
+        if changed:  # the next mutating rule, and the checks, see the object as patched so far
             try:
                 workload = build_workload(current) or workload
             except ShapeError:  # our own patch never breaks the shape; keep the last good model
