@@ -5,8 +5,12 @@
     GPU groups, a Volcano queue) with the feasibility checks on;
 (b) an empty aiohttp TLS handler (also a subprocess) that answers ``allowed: true``.
 
-A keep-alive aiohttp client drives both at concurrency 1, 16 and 64 and prints p50/p99
-latency, reviews/s, and the ratios of (a) to (b). Then the RSS of (a).
+Every review is a different job (its own uid and name). A keep-alive aiohttp client drives
+both servers closed-loop at concurrency 1, 16 and 64, then open-loop at a fixed arrival rate
+(``--rate``, 1,000 reviews/s), and prints p50/p99 latency, reviews/s, the server's CPU time
+per review, and the ratios of (a) to (b). (a) runs twice: with jobs of one shape (a sweep,
+which the feasibility memo answers) and with every job a different shape (no memo hits).
+Then the RSS of (a), the in-process cost of a review, and the same with a live watch.
 
     .venv/bin/python bench/webhook_bench.py            # full size
     .venv/bin/python bench/webhook_bench.py --nodes 2000 --pods 20000 --requests 500   # quick
@@ -29,6 +33,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +142,24 @@ def review_body(obj: dict[str, Any]) -> dict[str, Any]:
         "userInfo": {"username": "bench"}, "object": obj, "dryRun": False}}
 
 
+def review_payloads(job: dict[str, Any], count: int, distinct_shapes: bool = False) -> list[bytes]:
+    """``count`` review bodies, each a different job (own uid and name), as a sweep submits them.
+
+    ``distinct_shapes``: every job also asks for a different CPU request per pod, so no two
+    reviews put the same question to the topology (what memoisation cannot help with)."""
+    bodies = []
+    for i in range(count):
+        obj = json.loads(json.dumps(job))
+        obj["metadata"]["name"] = f"{job['metadata']['name']}-{i:05d}"
+        if distinct_shapes:
+            for replica in obj["spec"]["pytorchReplicaSpecs"].values():
+                for container in replica["template"]["spec"]["containers"]:
+                    for section in ("requests", "limits"):
+                        container["resources"][section]["cpu"] = f"{32000 - i % 30000}m"
+        bodies.append(json.dumps(review_body(obj)).encode())
+    return bodies
+
+
 def wait_ready(url: str, context: ssl.SSLContext, process: subprocess.Popen[bytes], timeout: float) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -160,39 +183,106 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def drive(url: str, context: ssl.SSLContext, body: dict[str, Any], concurrency: int,
-                requests: int) -> tuple[list[float], float, dict[str, int]]:
-    """``requests`` reviews over ``concurrency`` keep-alive connections: latencies, wall time, verdicts."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Run:
+    """What one load level measured against one server."""
+
+    latencies: list[float]
+    wall: float
+    verdicts: dict[str, int]
+    cpu_per_review: float = float("nan")   # server CPU seconds per review
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.wall
+
+
+async def _post(session: Any, url: str, payload: bytes, verdicts: dict[str, int]) -> None:
+    async with session.post(url, data=payload, headers={"Content-Type": "application/json"}) as response:
+        answer = await response.json()
+    allowed = "allowed" if answer["response"]["allowed"] else "denied"
+    verdicts[allowed] = verdicts.get(allowed, 0) + 1
+
+
+async def drive(url: str, context: ssl.SSLContext, payloads: list[bytes], concurrency: int,
+                requests: int) -> Run:
+    """Closed loop: ``requests`` reviews over ``concurrency`` keep-alive connections, each
+    connection sending its next review as soon as the last is answered."""
     import aiohttp
 
-    payload = json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"}
     latencies: list[float] = []
     verdicts: dict[str, int] = {}
-    remaining = requests
+    sent = 0
     connector = aiohttp.TCPConnector(limit=concurrency, ssl=context)
     async with aiohttp.ClientSession(connector=connector) as session:
-        async def one() -> None:
-            async with session.post(url, data=payload, headers=headers) as response:
-                answer = await response.json()
-            allowed = "allowed" if answer["response"]["allowed"] else "denied"
-            verdicts[allowed] = verdicts.get(allowed, 0) + 1
-
         async def worker() -> None:
-            nonlocal remaining
-            while remaining > 0:
-                remaining -= 1
+            nonlocal sent
+            while sent < requests:
+                payload = payloads[sent % len(payloads)]
+                sent += 1
                 started = time.perf_counter()
-                await one()
+                await _post(session, url, payload, verdicts)
                 latencies.append(time.perf_counter() - started)
 
-        for _ in range(min(concurrency * 4, 200)):  # warm-up: connections, handshakes, caches
-            await one()
-        verdicts.clear()
+        await _warm_up(session, url, payloads, concurrency)
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - started
-    return latencies, wall, verdicts
+    return Run(latencies, wall, verdicts)
+
+
+async def drive_rate(url: str, context: ssl.SSLContext, payloads: list[bytes], rate: float,
+                     seconds: float, connections: int = 64) -> Run:
+    """Open loop: a review every 1/``rate`` s whether or not earlier ones were answered, the
+    way the API server's clients arrive. Latency counts from the scheduled send time, so a
+    server that falls behind is charged for the queueing it causes (no coordinated omission)."""
+    import aiohttp
+
+    latencies: list[float] = []
+    verdicts: dict[str, int] = {}
+    connector = aiohttp.TCPConnector(limit=connections, ssl=context)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await _warm_up(session, url, payloads, connections)
+
+        async def one(i: int, due: float) -> None:
+            await _post(session, url, payloads[i % len(payloads)], verdicts)
+            latencies.append(time.perf_counter() - due)
+
+        total = int(rate * seconds)
+        tasks = []
+        started = time.perf_counter()
+        for i in range(total):
+            due = started + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, due)))
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - started
+    return Run(latencies, wall, verdicts)
+
+
+async def _warm_up(session: Any, url: str, payloads: list[bytes], connections: int) -> None:
+    """Open the connections (TLS handshakes) and warm the server's caches; not measured."""
+    scratch: dict[str, int] = {}
+    for start in range(0, min(connections * 4, 200), connections):
+        await asyncio.gather(*(_post(session, url, payloads[(start + i) % len(payloads)], scratch)
+                               for i in range(connections)))
+
+
+def measured(pid: int, run: Any) -> Run:
+    """``run()`` (a coroutine factory), with the server's CPU time per review."""
+    before = cpu_seconds(pid)
+    result: Run = asyncio.run(run())
+    result.cpu_per_review = (cpu_seconds(pid) - before) / max(1, len(result.latencies))
+    return result
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -208,6 +298,9 @@ def main() -> int:
     parser.add_argument("--job-pods", type=int, default=64)
     parser.add_argument("--requests", type=int, default=2000, help="reviews per concurrency level")
     parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--rate", type=float, default=1000.0,
+                        help="open-loop arrival rate in reviews/s (0: skip that part)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of the open-loop run")
     parser.add_argument("--no-live", action="store_true",
                         help="skip the live-watch run (gpugate serve syncing from an API server double)")
     args = parser.parse_args()
@@ -233,31 +326,35 @@ def main() -> int:
             cwd=ROOT, env=env)
         base = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert), str(key)],
                                 cwd=ROOT, env=env)
+        job = submitted(pytorch_job(args.job_pods))
+        pool = max(args.requests, int(args.rate * args.seconds), 1)
+        same_shape = review_payloads(job, pool)
+        distinct = review_payloads(job, pool, distinct_shapes=True)
         try:
             started = time.perf_counter()
             wait_ready(f"https://127.0.0.1:{gate_port}", context, gate, 300)
             print(f"gpugate serve ready in {time.perf_counter() - started:.1f} s "
                   f"(loads and indexes the snapshot)")
             wait_ready(f"https://127.0.0.1:{base_port}", context, base, 60)
-            body = review_body(submitted(pytorch_job(args.job_pods)))
             print(f"review: PyTorchJob with {args.job_pods} pods x 8 GPUs, GPU groups of 64, queue research, "
-                  f"POST /validate; {args.requests} reviews per level\n")
-            header = (f"{'concurrency':>11} {'server':<9} {'p50 ms':>8} {'p99 ms':>8} {'reviews/s':>10} "
-                      f"{'p50 x':>7} {'p99 x':>7} {'rate x':>7}  verdicts")
-            print(header)
-            print("-" * len(header))
-            for level in levels:
-                results = {}
-                for name, port in (("empty", base_port), ("gpugate", gate_port)):
-                    latencies, wall, verdicts = asyncio.run(drive(
-                        f"https://127.0.0.1:{port}/validate", context, body, level, args.requests))
-                    results[name] = (percentile(latencies, 0.5) * 1e3, percentile(latencies, 0.99) * 1e3,
-                                     len(latencies) / wall, verdicts)
-                b50, b99, brate, _ = results["empty"]
-                for name in ("empty", "gpugate"):
-                    p50, p99, rate, verdicts = results[name]
-                    print(f"{level:>11} {name:<9} {p50:>8.2f} {p99:>8.2f} {rate:>10.0f} {p50 / b50:>7.2f} "
-                          f"{p99 / b99:>7.2f} {rate / brate:>7.2f}  {verdicts}")
+                  f"POST /validate, every review a different job (own uid and name)\n"
+                  f"  gpugate        jobs of one shape (a sweep: the topology is asked the same question)\n"
+                  f"  gpugate/shapes every job a different CPU request: no two questions alike\n")
+            servers = (("empty", base, base_port, same_shape), ("gpugate", gate, gate_port, same_shape),
+                       ("gpugate/shapes", gate, gate_port, distinct))
+            print(f"closed loop: {args.requests} reviews per level over keep-alive TLS connections")
+            _print_table("concurrency", [
+                (str(level), name, measured(process.pid, lambda u=f"https://127.0.0.1:{port}/validate",
+                                            p=payloads, c=level: drive(u, context, p, c, args.requests)))
+                for level in levels for name, process, port, payloads in servers])
+            if args.rate > 0:
+                print(f"\nopen loop: {args.rate:.0f} reviews/s for {args.seconds:g} s, up to 64 connections; "
+                      f"latency from the scheduled send time")
+                _print_table("rate", [
+                    (f"{args.rate:.0f}/s", name, measured(process.pid, lambda u=f"https://127.0.0.1:{port}/validate",
+                                                          p=payloads: drive_rate(u, context, p, args.rate,
+                                                                                 args.seconds)))
+                    for name, process, port, payloads in servers])
             print(f"\ngpugate serve RSS with {args.nodes} nodes / {args.pods} pods: "
                   f"{rss_mib(gate.pid):.0f} MiB "
                   f"(empty handler: {rss_mib(base.pid):.0f} MiB)")
@@ -269,14 +366,31 @@ def main() -> int:
                     process.wait(10)
                 except subprocess.TimeoutExpired:
                     process.kill()
-        in_process_breakdown(cluster, body)
+        in_process_breakdown(cluster, same_shape, distinct)
         if not args.no_live:
-            live_watch(directory, cluster, cert, key, context, body, args.requests)
+            live_watch(directory, cluster, cert, key, context, same_shape, args.requests)
     return 0
 
 
+def _print_table(level: str, rows: list[tuple[str, str, Run]]) -> None:
+    """One line per (level, server); ratios against the empty handler at the same level."""
+    header = (f"{level:>11} {'server':<15} {'p50 ms':>7} {'p99 ms':>7} {'reviews/s':>9} {'cpu ms':>7} "
+              f"{'p50 x':>6} {'p99 x':>6} {'rate x':>6}  verdicts")
+    print(header)
+    print("-" * len(header))
+    base: dict[str, Run] = {}
+    for label, name, run in rows:
+        if name == "empty":
+            base[label] = run
+        ref = base[label]
+        p50, p99 = percentile(run.latencies, 0.5), percentile(run.latencies, 0.99)
+        print(f"{label:>11} {name:<15} {p50 * 1e3:>7.2f} {p99 * 1e3:>7.2f} {run.rate:>9.0f} "
+              f"{run.cpu_per_review * 1e3:>7.2f} {p50 / percentile(ref.latencies, 0.5):>6.2f} "
+              f"{p99 / percentile(ref.latencies, 0.99):>6.2f} {run.rate / ref.rate:>6.2f}  {run.verdicts}")
+
+
 def live_watch(directory: Path, cluster: Path, cert: Path, key: Path, context: ssl.SSLContext,
-               body: dict[str, Any], requests: int) -> None:
+               payloads: list[bytes], requests: int) -> None:
     """The same topology from a list/watch API server double (tests/fake_apiserver.py, a
     subprocess) instead of a file: time to the first full sync, RSS, latency at concurrency 1."""
     import yaml
@@ -302,12 +416,13 @@ def live_watch(directory: Path, cluster: Path, cert: Path, key: Path, context: s
              "--log-level", "warning"], cwd=ROOT)
         wait_ready(f"https://127.0.0.1:{gate_port}", context, gate, 600)
         synced = time.perf_counter() - started
-        latencies, wall, verdicts = asyncio.run(drive(f"https://127.0.0.1:{gate_port}/validate", context,
-                                                      body, 1, requests))
+        run = measured(gate.pid, lambda: drive(f"https://127.0.0.1:{gate_port}/validate", context,
+                                               payloads, 1, requests))
+        p50 = percentile(run.latencies, 0.5)
         print(f"live watch: first full sync (paginated lists of 500) in {synced:.1f} s; RSS "
-              f"{rss_mib(gate.pid):.0f} MiB; concurrency 1: p50 {percentile(latencies, 0.5) * 1e3:.2f} ms, "
-              f"p99 {percentile(latencies, 0.99) * 1e3:.2f} ms, {len(latencies) / wall:.0f} reviews/s "
-              f"{verdicts}")
+              f"{rss_mib(gate.pid):.0f} MiB; concurrency 1: p50 {p50 * 1e3:.2f} ms, "
+              f"p99 {percentile(run.latencies, 0.99) * 1e3:.2f} ms, {run.rate:.0f} reviews/s, "
+              f"{run.cpu_per_review * 1e3:.2f} ms server CPU per review {run.verdicts}")
     finally:
         for process in (gate, api):
             if process is not None:
@@ -318,7 +433,8 @@ def live_watch(directory: Path, cluster: Path, cert: Path, key: Path, context: s
                     process.kill()
 
 
-def in_process_breakdown(cluster: Path, body: dict[str, Any], rounds: int = 200) -> None:
+def in_process_breakdown(cluster: Path, same_shape: list[bytes], distinct: list[bytes],
+                         rounds: int = 500) -> None:
     """Where a review's time goes without HTTP and TLS: parse + admit() in this process."""
     from lint.cluster import load_clusters
     from policies.config import Policy
@@ -326,16 +442,20 @@ def in_process_breakdown(cluster: Path, body: dict[str, Any], rounds: int = 200)
 
     policy = Policy()
     clusters = list(load_clusters([str(cluster)], policy))
-    raw = json.dumps(body).encode()
-    for _ in range(20):
-        admit(parse_review(raw, "application/json"), "validate", policy, clusters)
-    timings = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        admit(parse_review(raw, "application/json"), "validate", policy, clusters)
-        timings.append(time.perf_counter() - started)
-    print(f"in-process parse_review + admit() (policy evaluation with feasibility), no HTTP/TLS: "
-          f"p50 {percentile(timings, 0.5) * 1e3:.2f} ms, p99 {percentile(timings, 0.99) * 1e3:.2f} ms")
+    print("\nin-process parse_review + admit(), no HTTP/TLS:")
+    for label, payloads, topology in (("rules only, no topology", same_shape, None),
+                                      ("with feasibility, one shape", same_shape, clusters),
+                                      ("with feasibility, distinct shapes", distinct, clusters)):
+        for raw in payloads[:20]:
+            admit(parse_review(raw, "application/json"), "validate", policy, topology)
+        timings = []
+        for i in range(rounds):
+            raw = payloads[(20 + i) % len(payloads)]
+            started = time.perf_counter()
+            admit(parse_review(raw, "application/json"), "validate", policy, topology)
+            timings.append(time.perf_counter() - started)
+        print(f"  {label:<36} p50 {percentile(timings, 0.5) * 1e3:.3f} ms, "
+              f"p99 {percentile(timings, 0.99) * 1e3:.3f} ms")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies.config import Policy
-from policies.findings import Finding, ObjectRef, Problem
+from policies.findings import Finding, ObjectRef, Problem, Severity
 from policies.patch import PatchOp, apply_patch, clone
 from policies.registry import Rule, all_rules, get_rule
 from policies.workload import ShapeError, Workload, build_workload, is_kubernetes_object, object_ref
@@ -60,9 +60,24 @@ def ignored_rules(doc: dict[str, Any]) -> frozenset[str]:
     return frozenset(part.strip() for part in value.replace(";", ",").split(",") if part.strip())
 
 
+def _severity_override(rule: Rule, policy: Policy) -> Severity | None:
+    """The severity the policy sets for a rule, worked out once per loaded policy."""
+    overrides: dict[str, Severity | None] = policy.memo.setdefault("severity_overrides", {})
+    if rule.id not in overrides:
+        overrides[rule.id] = policy.rule_setting(rule.id, rule.slug).severity
+    return overrides[rule.id]
+
+
+class InternalError(Problem):
+    """A rule that raised. Always a warning, whatever the rule's severity: a bug in gpugate
+    must not block anyone's job (the webhook would deny on an error)."""
+
+
 def _finding(rule: Rule, problem: Problem, ref: ObjectRef | None, policy: Policy) -> Finding:
-    setting = policy.rule_setting(rule.id, rule.slug)
-    severity = setting.severity or problem.severity or rule.severity
+    if isinstance(problem, InternalError):
+        severity = Severity.WARNING
+    else:
+        severity = _severity_override(rule, policy) or problem.severity or rule.severity
     return Finding(rule=rule.id, slug=rule.slug, severity=severity, message=problem.message,
                    path=problem.path, fixable=problem.fixable, object=ref)
 
@@ -82,14 +97,39 @@ def enabled_rules(policy: Policy) -> list[Rule]:
     return rules  # type: ignore[no-any-return]
 
 
+def _rules_to_run(policy: Policy, ignored: frozenset[str], topology: bool) -> tuple[list[Rule], list[Rule]]:
+    """(mutating rules, checking rules) to run on one object, in ID order. Worked out once
+    per loaded policy for objects that ignore no rule (nearly all)."""
+    key = "rules_to_run with topology" if topology else "rules_to_run"
+    if not ignored and key in policy.memo:
+        return policy.memo[key]  # type: ignore[no-any-return]
+    rules = [r for r in enabled_rules(policy) if r.id not in ignored and r.slug not in ignored]
+    found = ([r for r in rules if r.mutate is not None],
+             [r for r in rules if r.check is not None and (topology or not r.needs_topology)])
+    if not ignored:
+        policy.memo[key] = found
+    return found
+
+
+def _excluded_namespaces(policy: Policy) -> frozenset[str]:
+    found: frozenset[str] | None = policy.memo.get("excluded_namespaces")
+    if found is None:
+        found = policy.memo["excluded_namespaces"] = policy.excluded_namespaces
+    return found
+
+
 def _run(rule: Rule, produce: Iterable[Any], ref: ObjectRef | None) -> Iterable[Any]:
     """Guard one rule: an internal error is logged and reported, never raised."""
     try:
         yield from produce
     except Exception as exc:  # noqa: BLE001 - a rule bug must not take the front end down
-        log.exception("rule %s failed on %s", rule.id, ref)
-        yield Problem(f"internal error in rule {rule.id} ({type(exc).__name__}: {exc}); "
-                      "please report this", "", None)
+        yield _internal_error(rule, exc, ref)
+
+
+def _internal_error(rule: Rule, exc: Exception, ref: ObjectRef | None) -> Problem:
+    log.exception("rule %s failed on %s", rule.id, ref, exc_info=exc)
+    return InternalError(f"internal error in rule {rule.id} ({type(exc).__name__}: {exc}); "
+                         "please report this")
 
 
 def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
@@ -98,10 +138,10 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     if not is_kubernetes_object(doc):
         return Evaluation(skipped=True)
     ref = object_ref(doc)
-    if ref.namespace in policy.excluded_namespaces:
+    if ref.namespace in _excluded_namespaces(policy):
         return Evaluation(object=ref, excluded=True)
     try:
-        workload = build_workload(doc)
+        workload = build_workload(doc, ref)
     except ShapeError as exc:
         return Evaluation(object=ref, findings=[input_finding("GG002", f"{ref}: {exc.message}", exc.path,
                                                               ref, policy)])
@@ -111,10 +151,10 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     ignored = ignored_rules(doc)
     ctx = Context(policy=policy, clusters=clusters, deadline=deadline)
     result = Evaluation(object=ref, workload=workload)
-    rules = [r for r in enabled_rules(policy) if r.id not in ignored and r.slug not in ignored]
+    mutating, checking = _rules_to_run(policy, ignored, topology=clusters is not None)
 
     current = doc
-    for rule in (r for r in rules if r.mutate is not None):
+    for rule in mutating:
         changed = False
         for item in _run(rule, rule.mutate(workload, ctx), ref):  # type: ignore[misc]
             if isinstance(item, Problem):  # internal error
@@ -137,11 +177,13 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     result.mutated = current if result.patch else None
     result.workload = workload
 
-    for rule in rules:
-        if rule.check is None or (rule.needs_topology and clusters is None):
-            continue
-        for problem in _run(rule, rule.check(workload, ctx), ref):
-            result.findings.append(_finding(rule, problem, ref, policy))
+    for rule in checking:
+        # The guard of _run, inlined: a generator per rule and object is measurable here.
+        try:
+            for problem in rule.check(workload, ctx):  # type: ignore[misc]  # only rules with a check
+                result.findings.append(_finding(rule, problem, ref, policy))
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not take the front end down
+            result.findings.append(_finding(rule, _internal_error(rule, exc, ref), ref, policy))
     for check in policy.custom_checks:
         if check.id in ignored or check.slug in ignored:
             continue

@@ -17,14 +17,23 @@ could use offer; a queue or quota limit; too few supernode slots for the GPU gro
 Witnesses come from a greedy first-fit packer, so ``fits`` is always backed by a real
 placement. Everything is array operations over nodes; eligibility masks are cached on
 the topology per (tolerations, selector, affinity) signature.
+
+The check never sees the workload: :func:`fit_question` reduces it (with the policy) to
+a frozen, hashable :class:`FitQuestion` holding exactly what the check reads, so the
+per-cluster outcome is a function of (question, topology state). :class:`OutcomeMemo`
+keeps recent outcomes on the topology against its version counters, so jobs of one
+shape (sweeps, retries, one template, the API server asking again) are answered without
+checking again until something the snapshot holds changes.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -32,16 +41,17 @@ import numpy as np
 
 from policies.config import Policy
 from policies.findings import Problem, Severity
-from policies.groups import GroupSpec, group_sizes
+from policies.groups import group_sizes
 from policies.kinds import DEFAULT_SCHEDULER
 from policies.quantity import format_quantity, scheduler_units
 from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
 from policies.tolerations import any_tolerates
 from policies.topology import HARD_EFFECTS, ClusterSnapshot, SupernodeLayout, Topology
-from policies.workload import PodSet, Workload
+from policies.workload import PodSet, QueueRef, Workload
 
-__all__ = ["Verdict", "Demand", "Outcome", "Feasibility", "feasibility", "problems", "check_cluster",
-           "demands_for", "CACHE_KEY", "eligible_mask"]
+__all__ = ["Verdict", "Demand", "GroupQuestion", "FitQuestion", "Outcome", "OutcomeMemo", "Feasibility",
+           "feasibility", "problems", "check_cluster", "fit_question", "demands_for", "CACHE_KEY",
+           "MEMO_ENTRIES", "eligible_mask"]
 
 CACHE_KEY = "feasibility"
 _BIG = np.int64(2**62)
@@ -54,18 +64,61 @@ class Verdict(StrEnum):
     UNKNOWN = "unknown"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Demand:
-    """One pod set as the packer sees it."""
+    """One pod set as the packer sees it: everything the check reads of it, and nothing
+    else (the check never sees the :class:`PodSet`)."""
 
-    pod_set: PodSet
-    request: dict[str, int]     # scheduler units per pod, ``pods: 1`` included
+    name: str
+    path: str                   # JSON Pointer of the pod template (findings point there)
+    replicas: int               # pods at full size (a flexible gang picks among them)
+    units: tuple[tuple[str, int], ...]  # scheduler units per pod, ``pods: 1`` included, in request order
     hard: int                   # pods any run needs (the gang's share; never-checks)
     want: int                   # pods to place for fits/waits
+    # The eligibility inputs (tolerations, nodeSelector, required node affinity, nodeName)
+    # as canonical text: equality and hashing go by it, as the eligibility cache does.
+    signature: str
+    # The same inputs as written, read only to compute eligibility on a miss.
+    placement: Mapping[str, Any] = field(compare=False, repr=False)
 
     @property
-    def name(self) -> str:
-        return self.pod_set.name
+    def request(self) -> dict[str, int]:
+        return dict(self.units)
+
+
+@dataclass(frozen=True)
+class GroupQuestion:
+    """What the GPU-group check reads of :func:`policies.groups.group_sizes`."""
+
+    size: int                   # G
+    atomic: int                 # A (G when not set)
+    size_path: str
+    atomic_path: str            # "" when A defaults to G
+    gpu_pod_sets: bool          # the gang has GPU pod sets at all
+
+    @property
+    def atomic_explicit(self) -> bool:
+        return bool(self.atomic_path)
+
+
+@dataclass(frozen=True)
+class FitQuestion:
+    """The question a workload asks of a cluster's topology, apart from the workload.
+
+    Everything :func:`check_cluster` reads of the workload and the policy is here, so the
+    answer is a function of (question, topology state): jobs of one template (a sweep,
+    retries, the API server asking again) ask equal questions, and the memo answers them.
+    Names, uids and labels nobody schedules by are not part of it."""
+
+    demands: tuple[Demand, ...]
+    flexible_min: int           # pods a flexible gang needs in total; 0: rigid or no gang
+    queue: QueueRef | None      # the Volcano queue it is admitted through; None: not Volcano's
+    namespace: str | None       # for ElasticQuotaTree quotas
+    groups: GroupQuestion | None
+    gpu_resources: frozenset[str]       # the policy's GPU resources the pod sets request
+    supernode_labels: tuple[str, ...]
+    autoscaling: bool
+    label_keys: tuple[str, ...]         # node label keys the pod sets' eligibility reads
 
 
 @dataclass
@@ -141,16 +194,43 @@ def demands_for(workload: Workload) -> list[Demand] | None:
             take = min(left, sets[i].replicas)
             want[i] = take
             left -= take
-        return [Demand(p, req, 0, w) for p, req, w in zip(sets, requests, want, strict=True)]
-    hard = counts if gang else [min(1, c) for c in counts]
-    return [Demand(p, req, h, c) for p, req, h, c in zip(sets, requests, hard, counts, strict=True)]
+        hard = [0] * len(sets)
+    else:
+        want = counts
+        hard = counts if gang else [min(1, c) for c in counts]
+    return [_demand(p, req, h, w) for p, req, h, w in zip(sets, requests, hard, want, strict=True)]
 
 
-def _flexible_min(workload: Workload, demands: list[Demand]) -> int:
-    """Pods a flexible gang needs in total (0 when the gang is rigid)."""
-    if demands and all(d.hard == 0 for d in demands) and _is_gang(workload):
-        return workload.gang_min
-    return 0
+def _demand(pod_set: PodSet, request: dict[str, int], hard: int, want: int) -> Demand:
+    placement = _placement(pod_set.spec)
+    return Demand(pod_set.name, pod_set.path, pod_set.replicas, tuple(request.items()), hard, want,
+                  _signature(placement), placement)
+
+
+def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
+    """The question ``workload`` asks of a cluster under ``policy``; None when there is
+    nothing to place (no pods, or a request that does not parse: GG504 reports it)."""
+    demands = demands_for(workload)
+    if demands is None or not any(d.want for d in demands):
+        return None
+    gang = _is_gang(workload)
+    flexible = workload.gang_min if gang and all(d.hard == 0 for d in demands) else 0
+    queue = None
+    if _uses_volcano(workload):
+        queue = next((q for q in workload.queues if q.system == "volcano" and q.explicit), None) or \
+            next((q for q in workload.queues if q.system == "volcano"), None)
+    spec = group_sizes(workload, policy)
+    groups = None if spec is None else GroupQuestion(spec.size, spec.atomic, spec.size_path, spec.atomic_path,
+                                                     bool(spec.pod_sets))
+    gpu_names = policy.gpu_resources
+    return FitQuestion(
+        demands=tuple(demands), flexible_min=flexible, queue=queue, namespace=workload.namespace,
+        groups=groups,
+        gpu_resources=frozenset(r for d in demands for r, v in d.units if v > 0 and r in gpu_names),
+        supernode_labels=tuple(policy.gpu.get("supernodeLabels", [])),
+        autoscaling=bool(policy.feasibility.get("autoscaling")),
+        label_keys=tuple(sorted({k for placement in {d.signature: d.placement for d in demands}.values()
+                                 for k in _label_keys(placement)})))
 
 
 # -- formatting --------------------------------------------------------------------------
@@ -169,13 +249,44 @@ def _fmt1(resource: str, value: int) -> str:
 # -- eligibility -------------------------------------------------------------------------
 
 
-def _signature(spec: Mapping[str, Any]) -> str:
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _required_affinity(spec: Mapping[str, Any]) -> Any:
     affinity = spec.get("affinity")
     node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-                if isinstance(node_affinity, Mapping) else None)
-    return json.dumps([spec.get("tolerations"), spec.get("nodeSelector"), required, spec.get("nodeName")],
-                      sort_keys=True, default=str)
+    return node_affinity.get(_REQUIRED) if isinstance(node_affinity, Mapping) else None
+
+
+def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a pod spec that decide which nodes it may use (what
+    :func:`eligible_mask` reads), as a pod spec of its own."""
+    placement = {"tolerations": spec.get("tolerations"), "nodeSelector": spec.get("nodeSelector"),
+                 "nodeName": spec.get("nodeName")}
+    required = _required_affinity(spec)
+    if required is not None:
+        placement["affinity"] = {"nodeAffinity": {_REQUIRED: required}}
+    return placement
+
+
+def _signature(spec: Mapping[str, Any]) -> str:
+    parts = [spec.get("tolerations"), spec.get("nodeSelector"), _required_affinity(spec),
+             spec.get("nodeName")]
+    try:
+        return json.dumps(parts, sort_keys=True, default=str)
+    except TypeError:  # YAML allows non-string keys ({1: a}), which do not sort among strings
+        return json.dumps(_tagged_keys(parts), sort_keys=True, default=str)
+
+
+def _tagged_keys(value: Any) -> Any:
+    """``value`` with every non-string mapping key spelled with its type, so that it sorts
+    among strings and stays apart from the string of the same text (``1`` vs ``"1"``)."""
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, str) else f"{type(k).__name__}:{k!r}": _tagged_keys(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tagged_keys(v) for v in value]
+    return value
 
 
 def _expression(topo: Topology, expr: Any, field_match: bool) -> np.ndarray:
@@ -328,6 +439,7 @@ class _Set:
     elig: _Eligibility
     key: tuple[Any, ...] = ()   # (signature, request): what the capacity depends on
     versions: tuple[int, ...] = ()  # topology versions the eligibility depends on
+    request: dict[str, int] = field(default_factory=dict)  # the demand's units, as a mapping
 
     def capacity(self, free: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """Pods of this set each node (row of ``free``) can take on its own (0 where
@@ -397,24 +509,25 @@ class _Caps:
             cap[rows] = self.by_key[key].capacity(local, mask[rows])
 
 
-def _sets(topo: Topology, demands: list[Demand]) -> list[_Set]:
+def _sets(topo: Topology, demands: Sequence[Demand]) -> list[_Set]:
     out = []
     # Pod sets of one template (master and workers) share their eligibility.
     by_signature: dict[str, tuple[_Eligibility, tuple[int, ...]]] = {}
     for d in demands:
-        present = [(topo.res_index[r], v) for r, v in d.request.items() if r in topo.res_index and v > 0]
-        missing = [r for r, v in d.request.items() if r not in topo.res_index and v > 0]
+        request = d.request
+        present = [(topo.res_index[r], v) for r, v in request.items() if r in topo.res_index and v > 0]
+        missing = [r for r, v in request.items() if r not in topo.res_index and v > 0]
         cols = np.array([c for c, _ in present], dtype=np.intp)
         # A request beyond int64 (`cpu: 1e30` parses exactly) fits no node either way:
         # saturate it, as the scheduler does, instead of overflowing the array.
         amounts = np.array([min(v, int(_BIG)) for _, v in present], dtype=np.int64)
-        signature = _signature(d.pod_set.spec)
-        key = (signature, tuple(sorted(d.request.items())))
+        signature = d.signature
+        key = (signature, tuple(sorted(request.items())))
         known = by_signature.get(signature)
         if known is None:
-            known = by_signature[signature] = (eligible_mask(topo, d.pod_set.spec, signature),
-                                               topo.versions(_label_keys(d.pod_set.spec)))
-        out.append(_Set(d, cols, amounts, missing, known[0], key, known[1]))
+            known = by_signature[signature] = (eligible_mask(topo, d.placement, signature),
+                                               topo.versions(_label_keys(d.placement)))
+        out.append(_Set(d, cols, amounts, missing, known[0], key, known[1], request))
     return out
 
 
@@ -522,7 +635,7 @@ def _place_flexible(caps: _Caps, sets: list[_Set], need: int) -> list[np.ndarray
         for i in order:
             if left == 0:
                 break
-            take = min(left, sets[i].demand.pod_set.replicas, int(trial.get(sets[i]).sum()))
+            take = min(left, sets[i].demand.replicas, int(trial.get(sets[i]).sum()))
             if take <= 0:
                 continue
             counts = [0] * len(sets)
@@ -618,13 +731,13 @@ def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.nda
             continue
         if most == 0:               # capacities are never negative
             if what == "even when empty":
-                return _why_no_node(topo, s, free), s.demand.pod_set.path
-            return (f"pod set {s.demand.name} ({fmt(s.demand.request)} per pod) fits no node {what}",
-                    s.demand.pod_set.path)
+                return _why_no_node(topo, s, free), s.demand.path
+            return (f"pod set {s.demand.name} ({fmt(s.request)} per pod) fits no node {what}",
+                    s.demand.path)
         if most < want:
-            return (f"pod set {s.demand.name} needs {want} pods of {fmt(s.demand.request)}; its "
+            return (f"pod set {s.demand.name} needs {want} pods of {fmt(s.request)}; its "
                     f"{s.elig.count} eligible nodes hold at most {most} {what}",
-                    s.demand.pod_set.path)
+                    s.demand.path)
     # Totals: a resource can only come from nodes where some pod using it fits.
     total_cols: dict[int, int] = {}
     for s, want in zip(sets, counts, strict=True):
@@ -691,18 +804,17 @@ class _Groups:
     path: str
 
 
-def _group_plan(workload: Workload, policy: Policy, sets: list[_Set],
-                spec: GroupSpec | None) -> _Groups | None:
-    """How the GPU pods form units; ``spec``: :func:`group_sizes` of the workload."""
-    if spec is None or not spec.pod_sets:
+def _group_plan(question: FitQuestion, sets: list[_Set]) -> _Groups | None:
+    """How the GPU pods form units (G, A: ``question.groups``)."""
+    spec = question.groups
+    if spec is None or not spec.gpu_pod_sets:
         return None
-    gpu_names = set(policy.gpu_resources)
-    resources = {r for s in sets for r, v in s.demand.request.items() if r in gpu_names and v > 0}
+    resources = set(question.gpu_resources)  # those requested with a positive amount
     if len(resources) != 1:
         return None
     resource = resources.pop()
-    gpu_sets = [i for i, s in enumerate(sets) if s.demand.request.get(resource, 0) > 0]
-    per_pod = {sets[i].demand.request[resource] for i in gpu_sets}
+    gpu_sets = [i for i, s in enumerate(sets) if s.request.get(resource, 0) > 0]
+    per_pod = {sets[i].request[resource] for i in gpu_sets}
     if len(per_pod) != 1:
         return None  # mixed g: GG202/GG203 judge the sizes, we cannot chunk units
     g = per_pod.pop()
@@ -934,7 +1046,7 @@ def _place_run_per_supernode(sets: list[_Set], comp: list[int], count: int, boun
 def _gang_total(sets: list[_Set], counts: list[int]) -> dict[str, int]:
     total: dict[str, int] = {}
     for s, c in zip(sets, counts, strict=True):
-        for r, v in s.demand.request.items():
+        for r, v in s.request.items():
             if r != "pods":
                 total[r] = total.get(r, 0) + c * v
     return {r: v for r, v in total.items() if v}
@@ -943,26 +1055,23 @@ def _gang_total(sets: list[_Set], counts: list[int]) -> dict[str, int]:
 def _flexible_need(sets: list[_Set], pods: int) -> dict[str, int]:
     """Per resource, the least any choice of ``pods`` pods of a flexible gang asks."""
     out: dict[str, int] = {}
-    names = {r for s in sets for r in s.demand.request if r != "pods"}
+    names = {r for s in sets for r in s.request if r != "pods"}
     for r in names:
         left, total = pods, 0
-        for s in sorted(sets, key=lambda s: s.demand.request.get(r, 0)):
-            take = min(left, s.demand.pod_set.replicas)
-            total += take * s.demand.request.get(r, 0)
+        for s in sorted(sets, key=lambda s: s.request.get(r, 0)):
+            take = min(left, s.demand.replicas)
+            total += take * s.request.get(r, 0)
             left -= take
         if total:
             out[r] = total
     return out
 
 
-def _queue_checks(workload: Workload, topo: Topology, policy: Policy, need: dict[str, int],
+def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int],
                   autoscaling: bool) -> Outcome | None:
-    """GG306 / GG402 never, or GG404 waits for the queue; None when the queue is fine."""
-    if not topo.queues or not _uses_volcano(workload):
-        return None
-    ref = next((q for q in workload.queues if q.system == "volcano" and q.explicit), None) or \
-        next((q for q in workload.queues if q.system == "volcano"), None)
-    if ref is None:
+    """GG306 / GG402 never, or GG404 waits for the queue; None when the queue is fine.
+    ``ref``: the Volcano queue the gang is admitted through (None: not under Volcano)."""
+    if not topo.queues or ref is None:
         return None
     name, path = ref.name, ref.path
     queue = topo.queues.get(name)
@@ -1025,8 +1134,7 @@ def _queue_checks(workload: Workload, topo: Topology, policy: Policy, need: dict
     return None
 
 
-def _quota_checks(workload: Workload, topo: Topology, need: dict[str, int]) -> Outcome | None:
-    namespace = workload.namespace
+def _quota_checks(namespace: str | None, topo: Topology, need: dict[str, int]) -> Outcome | None:
     if not namespace or not topo.quota_trees:
         return None
     chain = topo.quota_chain(namespace)
@@ -1048,34 +1156,128 @@ class _OutOfTime(Exception):
     pass
 
 
-def check_cluster(workload: Workload, snapshot: ClusterSnapshot, policy: Policy,
-                  demands: list[Demand], deadline: float | None = None) -> Outcome:
-    """The verdict for one member cluster."""
+# -- the memo ---------------------------------------------------------------------------------
+
+MEMO_ENTRIES = 256
+_POLICY_TOKENS = itertools.count(1)
+
+
+class OutcomeMemo:
+    """Outcomes of questions already asked of one topology, least recently used out first.
+
+    Key: (:class:`FitQuestion`, the policy's token); value: (versions, outcome). The
+    question holds everything the check reads of the workload and the policy, and the
+    versions (:meth:`Topology.state_versions`, plus the supernodes' when GPU groups are
+    checked) move on every change of anything the snapshot holds, so an entry whose
+    versions still match is the answer a fresh check would give. Outcomes that depend on
+    time (GG406: budget spent, stale or empty topology) are never kept.
+
+    Not thread-safe, like the topology itself: the webhook applies watch events and
+    evaluates reviews on its event-loop thread, the linter has one thread.
+    """
+
+    def __init__(self, size: int = MEMO_ENTRIES) -> None:
+        self.size = size
+        self.entries: OrderedDict[Any, tuple[tuple[Any, ...], Outcome]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def of(cls, topo: Topology) -> OutcomeMemo:
+        memo = topo.outcome_memo
+        if not isinstance(memo, cls):
+            memo = topo.outcome_memo = cls()
+        return memo
+
+    def get(self, key: Any, versions: tuple[Any, ...]) -> Outcome | None:
+        """The outcome kept for ``key`` if computed at ``versions``; do not mutate it."""
+        entry = self.entries.get(key)
+        if entry is None or entry[0] != versions:
+            if entry is not None:
+                del self.entries[key]   # versions only grow: it can never match again
+            self.misses += 1
+            return None
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry[1]
+
+    def put(self, key: Any, versions: tuple[Any, ...], outcome: Outcome) -> None:
+        self.entries[key] = (versions, outcome)
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _policy_token(policy: Policy) -> int:
+    """A number of this loaded policy, never reused (``id()`` would be, after a reload)."""
+    token = policy.memo.get("feasibility-memo-token")
+    if token is None:
+        token = policy.memo["feasibility-memo-token"] = next(_POLICY_TOKENS)
+    return token  # type: ignore[no-any-return]
+
+
+def _memo_versions(topo: Topology, question: FitQuestion) -> tuple[Any, ...]:
+    """What the answer to ``question`` depends on in ``topo``: every counter but the
+    labels of keys neither its eligibility nor its supernodes read."""
+    versions = topo.state_versions(question.label_keys)
+    if question.groups is not None:
+        return (*versions, topo.supernode_versions(question.supernode_labels))
+    return versions
+
+
+def _copy_outcome(out: Outcome) -> Outcome:
+    """A copy that shares nothing mutable with ``out``."""
+    witness = None if out.witness is None else {name: dict(nodes) for name, nodes in out.witness.items()}
+    return replace(out, witness=witness, rows=[replace(r) for r in out.rows], notes=list(out.notes))
+
+
+def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Policy,
+                  deadline: float | None = None, *, memo: bool = True) -> Outcome:
+    """The verdict for one member cluster. ``memo``: answer a question asked before of
+    the topology as it is now from the topology's memo (see :class:`OutcomeMemo`)."""
     topo = snapshot.topology
 
     def tick() -> None:
         if deadline is not None and time.monotonic() > deadline:
             raise _OutOfTime
 
-    options = policy.feasibility
-    autoscaling = bool(options.get("autoscaling"))
+    # A budget already spent gets the same GG406 with or without the memo (tick() below).
+    key: tuple[Any, ...] | None = None
+    versions: tuple[Any, ...] = ()
+    if memo and (deadline is None or time.monotonic() <= deadline):
+        key = (question, _policy_token(policy))
+        versions = _memo_versions(topo, question)
+        known = OutcomeMemo.of(topo).get(key, versions)
+        if known is not None:
+            out = _copy_outcome(known)
+            out.cluster = snapshot.name
+            return out
     try:
-        out = _check(workload, topo, policy, demands, autoscaling, tick)
+        out = _check(question, topo, tick)
     except _OutOfTime:
         out = Outcome("", Verdict.UNKNOWN, "GG406",
-                      f"feasibility budget ({options.get('budgetMilliseconds')} ms) ran out")
+                      f"feasibility budget ({policy.feasibility.get('budgetMilliseconds')} ms) ran out")
+    if key is not None and out.verdict != Verdict.UNKNOWN:
+        # The caller owns what it gets (it sets ``cluster``; front ends may edit rows):
+        # the memo keeps a copy of its own.
+        OutcomeMemo.of(topo).put(key, versions, _copy_outcome(out))
     out.cluster = snapshot.name
     return out
 
 
-def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Demand], autoscaling: bool,
-           tick: Any) -> Outcome:
+def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
+    """The verdict, from the question and the topology alone (nothing else to read)."""
     if topo.n_nodes == 0:
         return Outcome("", Verdict.UNKNOWN, "GG406", "the cluster snapshot has no nodes")
+    demands = question.demands
+    autoscaling = question.autoscaling
     sets = _sets(topo, demands)
     hard = [d.hard for d in demands]
     want = [d.want for d in demands]
-    flexible = _flexible_min(workload, demands)
+    flexible = question.flexible_min
     n = topo.slots
     alloc = topo.alloc[:n]
     free_now, known_now = _now(topo)
@@ -1099,11 +1301,11 @@ def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Dem
         return Outcome("", verdict, rule, message, path, rows=rows)
 
     hard_need = _flexible_need(sets, flexible) if flexible else _gang_total(sets, hard)
-    queue = _queue_checks(workload, topo, policy, hard_need, autoscaling)
+    queue = _queue_checks(question.queue, topo, hard_need, autoscaling)
     if queue is not None and queue.verdict == Verdict.NEVER:
         queue.rows = rows
         return queue
-    quota = _quota_checks(workload, topo, hard_need)
+    quota = _quota_checks(question.namespace, topo, hard_need)
     if quota is not None:
         quota.rows = rows
         return quota
@@ -1118,10 +1320,10 @@ def _check(workload: Workload, topo: Topology, policy: Policy, demands: list[Dem
                            f"{proof[0]}; waits for new nodes (feasibility.autoscaling)", proof[1])
         return outcome(Verdict.NEVER, "GG403", *proof)
     tick()
-    groups = group_sizes(workload, policy)
-    supernode_labels = tuple(policy.gpu.get("supernodeLabels", []))
+    groups = question.groups
+    supernode_labels = question.supernode_labels
     supernodes = topo.supernodes(supernode_labels) if groups is not None else []
-    plan = _group_plan(workload, policy, sets, groups) if supernodes else None
+    plan = _group_plan(question, sets) if supernodes else None
     notes: list[str] = []
     if groups is not None and not supernodes:
         notes.append("the cluster has no supernode labels or tier-1 HyperNodes: GPU groups not checked")
@@ -1209,8 +1411,8 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
     options = policy.feasibility
     if options.get("mode") == "off" or ctx.clusters is None:
         return None
-    demands = demands_for(workload)
-    if demands is None or not any(d.want for d in demands):
+    question = fit_question(workload, policy)
+    if question is None:
         return None
     clusters: Sequence[ClusterSnapshot] = ctx.clusters
     if not clusters:
@@ -1229,7 +1431,7 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
                     else "topology has not been synced yet")
             outcomes.append(Outcome(snapshot.name, Verdict.UNKNOWN, "GG406", what))
             continue
-        outcomes.append(check_cluster(workload, snapshot, policy, demands, deadline))
+        outcomes.append(check_cluster(question, snapshot, policy, deadline))
     return _combine(workload, outcomes, policy)
 
 

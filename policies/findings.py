@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -81,21 +82,41 @@ class Finding:
 
 def escape_pointer(token: str) -> str:
     """One JSON Pointer reference token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    if "~" not in token and "/" not in token:  # nearly every key: no copy, no scan twice
+        return token
     return token.replace("~", "~0").replace("/", "~1")
 
 
 def unescape_pointer(token: str) -> str:
+    if "~" not in token:
+        return token
     return token.replace("~1", "/").replace("~0", "~")
 
 
 def join_pointer(base: str, *tokens: str | int) -> str:
-    return base + "".join("/" + escape_pointer(str(t)) for t in tokens)
+    return base + "".join(["/" + escape_pointer(t if type(t) is str else str(t)) for t in tokens])
+
+
+def pointer_tokens(pointer: str) -> tuple[str, ...]:
+    """The unescaped reference tokens of a JSON Pointer, as a tuple."""
+    if len(pointer) > _REMEMBERED_POINTER_MAX:  # a hostile key must not pin megabytes in the cache
+        return _tokens(pointer)
+    return _remembered_tokens(pointer)
+
+
+def _tokens(pointer: str) -> tuple[str, ...]:
+    if not pointer:
+        return ()
+    return tuple([unescape_pointer(t) for t in pointer.split("/")[1:]])
+
+
+# The kind table's paths and the pod-set paths are split again on every object.
+_REMEMBERED_POINTER_MAX = 512
+_remembered_tokens = functools.lru_cache(maxsize=4096)(_tokens)
 
 
 def split_pointer(pointer: str) -> list[str]:
-    if not pointer:
-        return []
-    return [unescape_pointer(t) for t in pointer.split("/")[1:]]
+    return list(pointer_tokens(pointer))
 
 
 def field_name(pointer: str) -> str:

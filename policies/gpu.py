@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from policies.config import Policy
+from policies.quantity import exact_sum, is_positive
 from policies.workload import PodSet, Workload
 
 
@@ -18,25 +18,33 @@ def gpu_requests(pod_set: PodSet, policy: Policy) -> dict[str, Fraction]:
     key = ("gpu_requests", id(policy))
     found = pod_set.memo.get(key)
     if found is None:
+        resources = policy.gpu_resources
         found = pod_set.memo[key] = {r: q for r, q in pod_set.requests.items()
-                                     if r in policy.gpu_resources and q > 0}
+                                     if r in resources and is_positive(q)}
     return found  # type: ignore[no-any-return]
 
 
 def gpus_per_pod(pod_set: PodSet, policy: Policy) -> Fraction:
-    return sum(gpu_requests(pod_set, policy).values(), Fraction(0))
+    key = ("gpus_per_pod", id(policy))
+    found: Fraction | None = pod_set.memo.get(key)
+    if found is None:
+        found = pod_set.memo[key] = exact_sum(gpu_requests(pod_set, policy).values())
+    return found
 
 
 def is_gpu_workload(workload: Workload, policy: Policy) -> bool:
     key = ("is_gpu", id(policy))
     found = workload.memo.get(key)
     if found is None:
-        found = workload.memo[key] = any(gpus_per_pod(p, policy) > 0 for p in workload.pod_sets)
+        found = workload.memo[key] = any(is_positive(gpus_per_pod(p, policy))
+                                                    for p in workload.pod_sets)
     return found  # type: ignore[no-any-return]
 
 
 def gpu_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:
-    return [p for p in workload.pod_sets if gpus_per_pod(p, policy) > 0]
+    if not is_gpu_workload(workload, policy):  # remembered: most objects stop here
+        return []
+    return [p for p in workload.pod_sets if is_positive(gpus_per_pod(p, policy))]
 
 
 @dataclass(frozen=True)
@@ -50,8 +58,19 @@ class GpuResourceEntry:
     limit: Any
 
 
-def raw_gpu_resources(pod_set: PodSet, policy: Policy) -> Iterator[GpuResourceEntry]:
-    """Configured GPU resources named in each container's raw ``requests``/``limits``."""
+def raw_gpu_resources(pod_set: PodSet, policy: Policy) -> tuple[GpuResourceEntry, ...]:
+    """Configured GPU resources named in each container's raw ``requests``/``limits``.
+
+    Remembered on the pod set per policy: GG501-GG503 each walk them."""
+    key = ("raw_gpu_resources", id(policy))
+    found: tuple[GpuResourceEntry, ...] | None = pod_set.memo.get(key)
+    if found is None:
+        found = pod_set.memo[key] = _raw_gpu_resources(pod_set, policy.gpu_resources)
+    return found
+
+
+def _raw_gpu_resources(pod_set: PodSet, gpu_resources: dict[str, str]) -> tuple[GpuResourceEntry, ...]:
+    found: list[GpuResourceEntry] = []
     for path, container in pod_set.containers():
         resources = container.get("resources")
         if not isinstance(resources, dict):
@@ -60,8 +79,16 @@ def raw_gpu_resources(pod_set: PodSet, policy: Policy) -> Iterator[GpuResourceEn
         limits = resources.get("limits")
         requests = requests if isinstance(requests, dict) else {}
         limits = limits if isinstance(limits, dict) else {}
+        named: dict[str, None] = {}  # ordered, each once: requests first, then limits
+        for part in (requests, limits):
+            for resource in part:
+                if resource in gpu_resources:
+                    named[resource] = None
+        if not named:
+            continue
         name = container.get("name")
-        for resource in dict.fromkeys([*requests, *limits]):
-            if resource in policy.gpu_resources:
-                yield GpuResourceEntry(name if isinstance(name, str) else "?", path + "/resources", resource,
-                                       requests.get(resource), limits.get(resource))
+        name = name if isinstance(name, str) else "?"
+        for resource in named:
+            found.append(GpuResourceEntry(name, path + "/resources", resource, requests.get(resource),
+                                          limits.get(resource)))
+    return tuple(found)

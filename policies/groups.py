@@ -20,10 +20,11 @@ from typing import Any
 from policies.config import Policy
 from policies.findings import join_pointer
 from policies.gpu import gpus_per_pod
+from policies.quantity import is_positive
 from policies.workload import PodSet, Workload
 
 __all__ = ["GroupValue", "GroupAnnotations", "GpuPodSet", "GroupSpec", "parse_group_size",
-           "group_annotations", "group_sizes", "format_gpus"]
+           "group_annotations", "group_sizes", "format_gpus", "is_multiple"]
 
 # strconv.Atoi accepts an optional sign; zero and negatives are refused below.
 _INTEGER = re.compile(r"[+]?[0-9]{1,18}")
@@ -80,8 +81,14 @@ def _values(workload: Workload, key: str) -> list[GroupValue]:
 
 
 def group_annotations(workload: Workload, policy: Policy) -> GroupAnnotations:
-    return GroupAnnotations(size=_values(workload, policy.gpu["groupSizeAnnotation"]),
-                            atomic=_values(workload, policy.gpu["atomicGroupSizeAnnotation"]))
+    """Remembered on the workload: GG201-GG205 and the feasibility check all ask."""
+    key = ("group_annotations", id(policy))
+    found: GroupAnnotations | None = workload.memo.get(key)
+    if found is None:
+        found = workload.memo[key] = GroupAnnotations(
+            size=_values(workload, policy.gpu["groupSizeAnnotation"]),
+            atomic=_values(workload, policy.gpu["atomicGroupSizeAnnotation"]))
+    return found
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,13 @@ class GroupSpec:
     @property
     def total_gpus(self) -> Fraction:
         """T: GPUs of the whole job at full size."""
-        return sum((p.total for p in self.pod_sets), Fraction(0))
+        whole, rest = 0, None
+        for part in self.pod_sets:  # exact either way; whole GPU counts skip Fraction arithmetic
+            if part.gpus.denominator == 1:
+                whole += part.gpus.numerator * part.pod_set.replicas
+            else:
+                rest = part.total if rest is None else rest + part.total
+        return Fraction(whole) if rest is None else rest + whole
 
     @property
     def groups(self) -> Fraction:
@@ -124,6 +137,13 @@ class GroupSpec:
                           for p in self.pod_sets)
 
 
+def is_multiple(amount: Fraction | int, of: Fraction | int) -> bool:
+    """``amount % of == 0``, exactly; ``of`` is not zero. Whole numbers skip Fraction arithmetic."""
+    if of.denominator == 1 and amount.denominator == 1:
+        return amount.numerator % of.numerator == 0
+    return Fraction(amount) % of == 0
+
+
 def format_gpus(amount: Fraction | int) -> str:
     amount = Fraction(amount)
     return str(amount.numerator) if amount.denominator == 1 else f"{float(amount):g}"
@@ -134,6 +154,8 @@ def _in_force(values: list[GroupValue]) -> tuple[bool, GroupValue | None]:
     (GG201) or pod templates disagree (GG205)."""
     if not values:
         return True, None
+    if len(values) == 1:  # the usual case: one place sets it
+        return (True, values[0]) if values[0].value is not None else (False, None)
     if any(v.value is None for v in values):
         return False, None
     chosen = [v for v in values if v.pod_set is not None] or values  # pods carry the templates' value
@@ -147,14 +169,24 @@ def group_sizes(workload: Workload, policy: Policy) -> GroupSpec | None:
 
     None also when G or A is malformed (GG201) or pod templates disagree (GG205):
     those rules report it, and nothing sensible can be derived from it.
+    Remembered on the workload.
     """
+    key = ("group_sizes", id(policy))
+    if key not in workload.memo:
+        workload.memo[key] = _group_sizes(workload, policy)
+    return workload.memo[key]  # type: ignore[no-any-return]
+
+
+def _group_sizes(workload: Workload, policy: Policy) -> GroupSpec | None:
     found = group_annotations(workload, policy)
+    if not found.size:  # most workloads: no group size anywhere
+        return None
     size_ok, size = _in_force(found.size)
     atomic_ok, atomic = _in_force(found.atomic)
     if not (size_ok and atomic_ok) or size is None or size.value is None:
         return None
     pod_sets = tuple(GpuPodSet(p, g) for p in workload.gang_pod_sets
-                     if (g := gpus_per_pod(p, policy)) > 0)
+                     if is_positive(g := gpus_per_pod(p, policy)))
     if atomic is not None and atomic.value is not None:
         return GroupSpec(size.value, atomic.value, size.path, atomic.path, pod_sets)
     return GroupSpec(size.value, size.value, size.path, "", pod_sets)

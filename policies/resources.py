@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from policies.findings import join_pointer, split_pointer
-from policies.quantity import QuantityError, parse_quantity
+from policies.quantity import QuantityError, parse_quantity, parse_text
 
 Requests = dict[str, Fraction]
 
@@ -22,6 +22,13 @@ Requests = dict[str, Fraction]
 def container_requests(container: Mapping[str, Any], path: str,
                        errors: list[tuple[str, str]]) -> Requests:
     """Requests of one container, defaulted from limits; bad quantities go to ``errors``."""
+    return _container_requests(container, path, errors)
+
+
+def _container_requests(container: Mapping[str, Any], base: str, errors: list[tuple[str, str]],
+                        group: str = "", index: int = 0) -> Requests:
+    """:func:`container_requests` for the container at ``base``, or at ``base/group/index``
+    when ``group`` is given: the pointer is built only for an error (nearly all parse)."""
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return {}
@@ -32,23 +39,27 @@ def container_requests(container: Mapping[str, Any], path: str,
             continue
         for name, raw in values.items():
             try:
-                amount = parse_quantity(raw)
+                # parse_quantity's own first step, without the call: this runs per quantity
+                amount = parse_text(raw) if type(raw) is str else parse_quantity(raw)
             except QuantityError as exc:
+                path = f"{base}/{group}/{index}" if group else base
                 errors.append((join_pointer(path, "resources", part, str(name)), str(exc)))
                 continue
             if part == "requests" or name not in out:
-                out[str(name)] = amount
+                out[name if type(name) is str else str(name)] = amount
     return out
 
 
 def _add(into: Requests, other: Mapping[str, Fraction]) -> None:
     for k, v in other.items():
-        into[k] = into.get(k, Fraction(0)) + v
+        current = into.get(k)
+        into[k] = v if current is None else current + v  # most pods: one container, no sum
 
 
 def _max(into: Requests, other: Mapping[str, Fraction]) -> None:
     for k, v in other.items():
-        if v > into.get(k, Fraction(0)):
+        current = into.get(k)
+        if v > (0 if current is None else current):
             into[k] = v
 
 
@@ -62,7 +73,7 @@ def pod_requests(spec: Mapping[str, Any], spec_path: str) -> tuple[Requests, lis
     for i, c in enumerate(inits if isinstance(inits, list) else []):
         if not isinstance(c, dict):
             continue
-        req = container_requests(c, f"{spec_path}/initContainers/{i}", errors)
+        req = _container_requests(c, spec_path, errors, "initContainers", i)
         if c.get("restartPolicy") == "Always":
             _add(sidecars, req)
         else:
@@ -72,9 +83,15 @@ def pod_requests(spec: Mapping[str, Any], spec_path: str) -> tuple[Requests, lis
     containers = spec.get("containers")
     for i, c in enumerate(containers if isinstance(containers, list) else []):
         if isinstance(c, dict):
-            _add(total, container_requests(c, f"{spec_path}/containers/{i}", errors))
-    _add(total, sidecars)
-    _max(total, init_peak)
+            requests = _container_requests(c, spec_path, errors, "containers", i)
+            if total:
+                _add(total, requests)
+            else:  # the first container: its own fresh dict is the sum so far
+                total = requests
+    if sidecars:
+        _add(total, sidecars)
+    if init_peak:
+        _max(total, init_peak)
     overhead = spec.get("overhead")
     if isinstance(overhead, dict):
         overhead_errors: list[tuple[str, str]] = []
@@ -82,4 +99,4 @@ def pod_requests(spec: Mapping[str, Any], spec_path: str) -> tuple[Requests, lis
         # reported where the value is: spec.overhead.<name>, not a container's resources
         errors.extend((join_pointer(spec_path, "overhead", split_pointer(path)[-1]), reason)
                       for path, reason in overhead_errors)
-    return {k: v for k, v in total.items() if v != 0}, errors
+    return {k: v for k, v in total.items() if v}, errors

@@ -199,8 +199,14 @@ class Topology:
         self.hypernode_version = 0
         self.alloc_version = 0                  # a node's allocatable changed
         self.used_version = 0                   # what the pods on a node hold changed
+        self.queue_version = 0                  # a Volcano Queue came, went or changed
+        self.podgroup_version = 0               # a PodGroup came, went or changed
+        self.quota_version = 0                  # an ElasticQuotaTree came, went or changed
         self._key_versions: dict[str, int] = {}  # per label key
         self.cache: dict[Any, Any] = {}         # derived data: key -> (versions, value)
+        # Whole answers (policies.feasibility.OutcomeMemo), checked against state_versions().
+        self.outcome_memo: Any = None
+        self._hypernodes_by_label: set[str] = set()  # HyperNodes with a labelMatch member
 
         self._pods: dict[tuple[str, str], _Pod] = {}
         self._pods_on: dict[str, set[tuple[str, str]]] = {}
@@ -209,9 +215,12 @@ class Topology:
         self._queue_held: dict[str, Units] = {}
         self.quota_trees: dict[tuple[str, str], list[QuotaNode]] = {}
         self.hypernodes: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
-        self._handlers = {"Node": self._apply_node, "Pod": self._apply_pod, "Queue": self._apply_queue,
-                          "PodGroup": self._apply_podgroup, "HyperNode": self._apply_hypernode,
-                          "ElasticQuotaTree": self._apply_elasticquotatree}
+        # Functions, not bound methods: a Topology that refers to itself is a reference cycle,
+        # freed only by a full collection (a replaced --cluster snapshot in the webhook).
+        cls = type(self)
+        self._handlers = {"Node": cls._apply_node, "Pod": cls._apply_pod, "Queue": cls._apply_queue,
+                          "PodGroup": cls._apply_podgroup, "HyperNode": cls._apply_hypernode,
+                          "ElasticQuotaTree": cls._apply_elasticquotatree}
 
     def _stores(self) -> dict[str, Mapping[Any, Any]]:
         """Per watched kind, the mapping whose keys are the objects held (for relists)."""
@@ -249,7 +258,7 @@ class Topology:
         group = KINDS_WATCHED.get(kind)
         if group is None or (api_version.rpartition("/")[0] if "/" in api_version else "") != group:
             return
-        self._handlers[kind](obj, event == "DELETED")
+        self._handlers[kind](self, obj, event == "DELETED")
 
     def replace_all(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
         """After a relist: objects of ``kind`` absent from ``objects`` are removed."""
@@ -515,13 +524,14 @@ class Topology:
         if not name:
             return
         if deleted:
-            self.queues.pop(name, None)
+            if self.queues.pop(name, None) is not None:
+                self.queue_version += 1
             return
         spec = _mapping(obj.get("spec"))
         status = _mapping(obj.get("status"))
         parent = spec.get("parent")
         state = status.get("state")
-        self.queues[name] = QueueInfo(
+        queue = QueueInfo(
             name=name,
             capability=units_of(spec.get("capability")),
             guarantee=units_of(_mapping(spec.get("guarantee")).get("resource")),
@@ -529,6 +539,9 @@ class Topology:
             parent=parent if isinstance(parent, str) and parent else None,
             status_allocated=units_of(status.get("allocated")),
         )
+        if self.queues.get(name) != queue:     # a status refresh that changes nothing keeps it
+            self.queue_version += 1
+        self.queues[name] = queue
 
     def _apply_podgroup(self, obj: Mapping[str, Any], deleted: bool) -> None:
         key = _key(obj)
@@ -536,6 +549,8 @@ class Topology:
         if old is not None and old.holding:
             self._hold(old, -1)
         if deleted:
+            if old is not None:
+                self.podgroup_version += 1
             return
         spec = _mapping(obj.get("spec"))
         status = _mapping(obj.get("status"))
@@ -547,6 +562,8 @@ class Topology:
         self.podgroups[key] = group
         if group.holding:
             self._hold(group, 1)
+        if group != old:                        # status refreshes come often; most change nothing
+            self.podgroup_version += 1
 
     def _hold(self, group: PodGroupInfo, sign: int) -> None:
         held = self._queue_held.setdefault(group.queue, {})
@@ -582,7 +599,8 @@ class Topology:
     def _apply_elasticquotatree(self, obj: Mapping[str, Any], deleted: bool) -> None:
         key = _key(obj)
         if deleted:
-            self.quota_trees.pop(key, None)
+            if self.quota_trees.pop(key, None) is not None:
+                self.quota_version += 1
             return
         nodes: list[QuotaNode] = []
 
@@ -599,6 +617,8 @@ class Topology:
                 walk(child, here, depth + 1)
 
         walk(_mapping(obj.get("spec")).get("root"), (), 0)
+        if self.quota_trees.get(key) != nodes:
+            self.quota_version += 1
         self.quota_trees[key] = nodes
 
     def quota_chain(self, namespace: str) -> list[QuotaNode]:
@@ -617,15 +637,22 @@ class Topology:
         if not name:
             return
         if deleted:
-            self.hypernodes.pop(name, None)
+            if self.hypernodes.pop(name, None) is None:
+                return
+            self._hypernodes_by_label.discard(name)
         else:
             spec = _mapping(obj.get("spec"))
             tier = spec.get("tier")
             members = spec.get("members")
-            self.hypernodes[name] = (
-                tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
-                [m for m in members if isinstance(m, Mapping)] if isinstance(members, list) else [],
-            )
+            kept = [m for m in members if isinstance(m, Mapping)] if isinstance(members, list) else []
+            entry = (tier if isinstance(tier, int) and not isinstance(tier, bool) else 0, kept)
+            if self.hypernodes.get(name) == entry:
+                return  # a status refresh: the supernodes stay as they are
+            self.hypernodes[name] = entry
+            if any(_mapping(_mapping(m.get("selector")).get("labelMatch")) for m in kept):
+                self._hypernodes_by_label.add(name)
+            else:
+                self._hypernodes_by_label.discard(name)
         self.label_version += 1
         self.hypernode_version += 1
 
@@ -669,8 +696,7 @@ class Topology:
 
     def supernode_versions(self, label_keys: Iterable[str]) -> tuple[Any, ...]:
         """The versions :meth:`supernodes` for these label keys depends on."""
-        by_label = any(_mapping(_mapping(m.get("selector")).get("labelMatch"))
-                       for _, members in self.hypernodes.values() for m in members)
+        by_label = bool(self._hypernodes_by_label)  # any label may move their members
         return (self.versions(label_keys), self.hypernode_version, self.label_version if by_label else 0)
 
     def supernode_layout(self, supernodes: list[tuple[str, np.ndarray]]) -> SupernodeLayout:
@@ -771,6 +797,14 @@ class Topology:
         given label keys."""
         return (self.nodeset_version, self.taint_version, self.cordon_version,
                 *(self._key_versions.get(k, 0) for k in label_keys))
+
+    def state_versions(self, label_keys: Iterable[str] = ()) -> tuple[int, ...]:
+        """Every version counter of the snapshot, labels only for ``label_keys``: what an
+        answer computed from all the snapshot holds depends on. Every mutation path moves
+        one of them (a change of nothing, such as a heartbeat, moves none)."""
+        return (self.nodeset_version, self.taint_version, self.cordon_version, self.alloc_version,
+                self.used_version, self.hypernode_version, self.queue_version, self.podgroup_version,
+                self.quota_version, *(self._key_versions.get(k, 0) for k in label_keys))
 
     def cached(self, key: Any, versions: Any) -> Any:
         """Derived data remembered under ``key``, if computed from these ``versions``."""

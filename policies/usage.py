@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from policies.config import Policy
-from policies.findings import join_pointer, split_pointer
+from policies.findings import join_pointer, pointer_tokens
 from policies.gpu import gpus_per_pod, is_gpu_workload
 from policies.patch import PatchOp, clone
-from policies.tolerations import NO_SCHEDULE, tolerates
+from policies.quantity import is_positive
+from policies.tolerations import NO_SCHEDULE, any_tolerates
 from policies.workload import PodSet, Workload
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+_TERMS_IN_SPEC = ("affinity", "nodeAffinity", _REQUIRED, "nodeSelectorTerms")
+_PREFERRED_IN_SPEC = ("affinity", "nodeAffinity", _PREFERRED)
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,20 @@ class UsageConfig:
     weight: int
     scope: str
     defaults: Mapping[str, str]
+    # What each usage asks of a pod template, filled on first use (the config lives as long
+    # as its policy, which nobody mutates).
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def usage_config(policy: Policy) -> UsageConfig:
-    u = policy.usage
-    return UsageConfig(node_key=u["nodeKey"], workload_key=u["workloadKey"], pools=u["pools"],
-                       weight=int(u["preferredWeight"]), scope=u["scope"], defaults=u["defaults"])
+    """Worked out once per loaded policy (nobody mutates one)."""
+    cfg: UsageConfig | None = policy.memo.get("usage_config")
+    if cfg is None:
+        u = policy.usage
+        cfg = policy.memo["usage_config"] = UsageConfig(
+            node_key=u["nodeKey"], workload_key=u["workloadKey"], pools=u["pools"],
+            weight=int(u["preferredWeight"]), scope=u["scope"], defaults=u["defaults"])
+    return cfg
 
 
 # -- what the workload is --------------------------------------------------------------------
@@ -64,8 +75,16 @@ def workload_usage(workload: Workload, policy: Policy) -> tuple[str | None, str]
     The label ``usage.workloadKey`` on the object wins; else ``usage.defaults[kind]``; else
     the one pool the pod templates already prefer (``nodeKey In [pool]``). The second
     element describes the source for messages, or why the usage is undetermined.
+    Remembered on the workload: four rules ask.
     """
-    cfg = usage_config(policy)
+    key = ("workload_usage", id(policy))
+    found: tuple[str | None, str] | None = workload.memo.get(key)
+    if found is None:
+        found = workload.memo[key] = _workload_usage(workload, usage_config(policy))
+    return found
+
+
+def _workload_usage(workload: Workload, cfg: UsageConfig) -> tuple[str | None, str]:
     declared = workload.labels.get(cfg.workload_key)
     if declared is not None:
         if declared in cfg.pools:
@@ -86,18 +105,18 @@ def workload_usage(workload: Workload, policy: Policy) -> tuple[str | None, str]
 
 def _preferred_usages(pod_set: PodSet, cfg: UsageConfig) -> Iterator[str]:
     """Pools named alone in a preferred ``nodeKey In [pool]`` term of the pod template."""
-    for _, pref in _dicts(_get(pod_set.spec, "affinity", "nodeAffinity", _PREFERRED)):
-        for _, expr in _expressions(pref.get("preference"), cfg.node_key):
+    for _, _, expr in affinity_expressions(pod_set).preferred:
+        if expr.get("key") == cfg.node_key and expr.get("operator") == "In":
             values = _values(expr)
-            if expr.get("operator") == "In" and len(values) == 1 and values[0] in cfg.pools:
+            if len(values) == 1 and values[0] in cfg.pools:
                 yield values[0]
 
 
 def in_scope(workload: Workload, policy: Policy) -> bool:
     """Scope ``gpu``: labelled workloads and GPU workloads. Scope ``all``: every workload."""
-    cfg = usage_config(policy)
     if not workload.pod_sets:
         return False
+    cfg = usage_config(policy)
     if cfg.scope == "all" or cfg.workload_key in workload.labels:
         return True
     return is_gpu_workload(workload, policy)
@@ -106,19 +125,28 @@ def in_scope(workload: Workload, policy: Policy) -> bool:
 # -- what it should carry --------------------------------------------------------------------
 
 def required_expression(usage: str, policy: Policy) -> dict[str, Any]:
-    cfg = usage_config(policy)
-    return {"key": cfg.node_key, "operator": "In", "values": list(cfg.pools[usage])}
+    return _required_expression(usage_config(policy), usage)
 
 
 def preferred_term(usage: str, policy: Policy) -> dict[str, Any]:
-    cfg = usage_config(policy)
+    return _preferred_term(usage_config(policy), usage)
+
+
+def usage_tolerations(usage: str, policy: Policy) -> list[dict[str, Any]]:
+    return _usage_tolerations(usage_config(policy), usage)
+
+
+def _required_expression(cfg: UsageConfig, usage: str) -> dict[str, Any]:
+    return {"key": cfg.node_key, "operator": "In", "values": list(cfg.pools[usage])}
+
+
+def _preferred_term(cfg: UsageConfig, usage: str) -> dict[str, Any]:
     return {"weight": cfg.weight,
             "preference": {"matchExpressions": [{"key": cfg.node_key, "operator": "In",
                                                  "values": [usage]}]}}
 
 
-def usage_tolerations(usage: str, policy: Policy) -> list[dict[str, Any]]:
-    cfg = usage_config(policy)
+def _usage_tolerations(cfg: UsageConfig, usage: str) -> list[dict[str, Any]]:
     return [{"key": cfg.node_key, "operator": "Equal", "value": pool, "effect": NO_SCHEDULE}
             for pool in cfg.pools[usage]]
 
@@ -137,22 +165,57 @@ def _get(node: Any, *keys: str) -> Any:
     return node
 
 
-def _dicts(value: Any) -> Iterator[tuple[int, dict[str, Any]]]:
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            if isinstance(item, dict):
-                yield i, item
-
-
-def _expressions(term: Any, key: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for i, expr in _dicts(_get(term, "matchExpressions")):
-        if expr.get("key") == key:
-            yield i, expr
-
-
 def _values(expr: dict[str, Any]) -> list[str]:
+    """An expression's values as strings (read only: it may be the document's own list)."""
     values = expr.get("values")
-    return [str(v) for v in values] if isinstance(values, list) else []
+    if not isinstance(values, list):
+        return []
+    for value in values:
+        if type(value) is not str:
+            return [str(v) for v in values]
+    return values
+
+
+class AffinityExpressions(NamedTuple):
+    """Every node-affinity match expression of a pod template, as (term index, expression
+    index, expression): the usage and product rules each filter them by key."""
+
+    required: list[tuple[int, int, dict[str, Any]]]     # requiredDuring... nodeSelectorTerms
+    preferred: list[tuple[int, int, dict[str, Any]]]    # preferredDuring... [i].preference
+
+
+def affinity_expressions(pod_set: PodSet) -> AffinityExpressions:
+    """The pod template's node-affinity expressions, read once per pod set."""
+    found: AffinityExpressions | None = pod_set.memo.get("affinity_expressions")
+    if found is None:
+        found = pod_set.memo["affinity_expressions"] = _read_affinity(pod_set.spec)
+    return found
+
+
+def _read_affinity(spec: dict[str, Any]) -> AffinityExpressions:
+    found = AffinityExpressions([], [])
+    node_affinity = _get(spec, "affinity", "nodeAffinity")
+    if not isinstance(node_affinity, dict):
+        return found
+    terms = _get(node_affinity, _REQUIRED, "nodeSelectorTerms")
+    if isinstance(terms, list):
+        for t, term in enumerate(terms):
+            _add_expressions(t, term, found.required)
+    terms = node_affinity.get(_PREFERRED)
+    if isinstance(terms, list):
+        for p, term in enumerate(terms):
+            if isinstance(term, dict):
+                _add_expressions(p, term.get("preference"), found.preferred)
+    return found
+
+
+def _add_expressions(index: int, selector: Any, into: list[tuple[int, int, dict[str, Any]]]) -> None:
+    """Append (index, i, expression) for each mapping in ``selector.matchExpressions``."""
+    expressions = selector.get("matchExpressions") if isinstance(selector, dict) else None
+    if isinstance(expressions, list):
+        for i, expr in enumerate(expressions):
+            if isinstance(expr, dict):
+                into.append((index, i, expr))
 
 
 def pinned_products(pod_set: PodSet, workload: Workload, policy: Policy,
@@ -161,31 +224,48 @@ def pinned_products(pod_set: PodSet, workload: Workload, policy: Policy,
 
     Pinned means: a nodeSelector on a product label of ``gpu.resources``, an ``In``
     expression on it in the required node affinity (every value, terms are ORed), or
-    the workload label of that key.
+    the workload label of that key. Remembered on the pod set: GG102 and GG104 ask.
     """
-    labels = list(dict.fromkeys(policy.gpu_resources.values()))
+    key = ("pinned_products", id(policy), include_workload_label)
+    found: tuple[tuple[str, str], ...] | None = pod_set.memo.get(key)
+    if found is None:
+        found = pod_set.memo[key] = _pinned_products(pod_set, workload, product_labels(policy),
+                                                     include_workload_label)
+    return list(found)
+
+
+def product_labels(policy: Policy) -> list[str]:
+    """The node labels carrying GPU products, each once, in ``gpu.resources`` order."""
+    labels: list[str] | None = policy.memo.get("product_labels")
+    if labels is None:
+        labels = policy.memo["product_labels"] = list(dict.fromkeys(policy.gpu_resources.values()))
+    return labels
+
+
+def _pinned_products(pod_set: PodSet, workload: Workload, labels: list[str],
+                     include_workload_label: bool) -> tuple[tuple[str, str], ...]:
     spec = pod_set.spec
-    found: list[tuple[str, str]] = []
-
-    def note(label: str, value: Any) -> None:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
-            pair = (label, str(value))
-            if pair not in found:
-                found.append(pair)
-
     selector = spec.get("nodeSelector")
-    terms = _get(spec, "affinity", "nodeAffinity", _REQUIRED, "nodeSelectorTerms")
+    if not isinstance(selector, dict):
+        selector = {}
+    # The required ``In`` expressions, in term order; read once for every label.
+    required_in = [expr for _, _, expr in affinity_expressions(pod_set).required
+                   if expr.get("operator") == "In"]
+    workload_labels = workload.labels if include_workload_label else {}
+    found: dict[tuple[str, str], None] = {}  # ordered, without repeats
     for label in labels:
-        if isinstance(selector, dict) and label in selector:
-            note(label, selector[label])
-        for _, term in _dicts(terms):
-            for _, expr in _expressions(term, label):
-                if expr.get("operator") == "In":
-                    for value in _values(expr):
-                        note(label, value)
-        if include_workload_label and label in workload.labels:
-            note(label, workload.labels[label])
-    return found
+        values: list[Any] = []
+        if label in selector:
+            values.append(selector[label])
+        for expr in required_in:
+            if expr.get("key") == label:
+                values.extend(_values(expr))
+        if label in workload_labels:
+            values.append(workload_labels[label])
+        for value in values:
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+                found[label, str(value)] = None
+    return tuple(found)
 
 
 # -- conflicts (GG105) -------------------------------------------------------------------------
@@ -196,58 +276,92 @@ class Conflict:
     message: str
 
 
-def _expression_conflicts(expr: dict[str, Any], allowed: set[str]) -> str | None:
+def _expression_conflicts(expr: dict[str, Any], allowed: frozenset[str]) -> str | None:
     """Why a node-usage expression contradicts the pools ``allowed``, or None."""
     operator = expr.get("operator")
-    values = _values(expr)
     if operator == "In":
-        outside = [v for v in values if v not in allowed]
-        if outside:
-            return f"allows {', '.join(outside)}"
-    elif operator == "NotIn" and allowed <= set(values):
+        values = _values(expr)
+        for value in values:
+            if value not in allowed:  # rare: list the outsiders only then
+                return f"allows {', '.join(v for v in values if v not in allowed)}"
+    elif operator == "NotIn" and allowed <= set(_values(expr)):
         return f"excludes every allowed pool ({', '.join(sorted(allowed))})"
     elif operator == "DoesNotExist":
         return "requires nodes without a usage label"
     return None
 
 
+def _says_usage(term: dict[str, Any], node_key: str, allowed: frozenset[str]) -> bool:
+    """Whether a required node-selector term already requires a usage (``In``), or
+    contradicts the pools ``allowed`` (a GG105 conflict)."""
+    expressions = term.get("matchExpressions")
+    if isinstance(expressions, list):
+        for expr in expressions:
+            if isinstance(expr, dict) and expr.get("key") == node_key and (
+                    expr.get("operator") == "In" or _expression_conflicts(expr, allowed)):
+                return True
+    return False
+
+
+def _prefers_a_pool(preferred: list[Any], node_key: str) -> bool:
+    """Whether a preferred scheduling term already prefers a usage (``nodeKey In [...]``)."""
+    for term in preferred:
+        preference = term.get("preference") if isinstance(term, dict) else None
+        expressions = preference.get("matchExpressions") if isinstance(preference, dict) else None
+        if isinstance(expressions, list):
+            for expr in expressions:
+                if isinstance(expr, dict) and expr.get("key") == node_key and expr.get("operator") == "In":
+                    return True
+    return False
+
+
 def usage_conflicts(pod_set: PodSet, usage: str, policy: Policy) -> list[Conflict]:
     """Where the pod template's own scheduling constraints contradict usage ``usage``."""
     cfg = usage_config(policy)
-    allowed = set(cfg.pools[usage])
+    key = cfg.node_key
+    allowed = _wanted_usage(cfg, usage).allowed
     spec, base = pod_set.spec, pod_set.spec_path
-    what = f"usage {usage} (pools {', '.join(cfg.pools[usage])})"
     found: list[Conflict] = []
+
+    def what() -> str:  # built only for a conflict, which is rare
+        return f"usage {usage} (pools {', '.join(cfg.pools[usage])})"
+
     selector = spec.get("nodeSelector")
-    if isinstance(selector, dict) and cfg.node_key in selector and str(selector[cfg.node_key]) not in allowed:
-        found.append(Conflict(join_pointer(base, "nodeSelector", cfg.node_key),
-                              f"nodeSelector {cfg.node_key}={selector[cfg.node_key]} contradicts {what}"))
-    node_affinity = _get(spec, "affinity", "nodeAffinity")
-    for t, term in _dicts(_get(node_affinity, _REQUIRED, "nodeSelectorTerms")):
-        for e, expr in _expressions(term, cfg.node_key):
-            reason = _expression_conflicts(expr, allowed)
-            if reason:
-                found.append(Conflict(
-                    join_pointer(base, "affinity", "nodeAffinity", _REQUIRED, "nodeSelectorTerms", t,
-                                 "matchExpressions", e),
-                    f"required node affinity term {t} on {cfg.node_key} {reason}, contradicting {what}"))
-    for p, pref in _dicts(_get(node_affinity, _PREFERRED)):
-        for e, expr in _expressions(pref.get("preference"), cfg.node_key):
-            # Preferring the hybrid pool is odd but allowed; preferring another pool is not.
-            reason = _expression_conflicts(expr, allowed) if expr.get("operator") == "In" else None
-            if reason:
-                found.append(Conflict(
-                    join_pointer(base, "affinity", "nodeAffinity", _PREFERRED, p, "preference",
-                                 "matchExpressions", e),
-                    f"preferred node affinity {p} on {cfg.node_key} prefers {', '.join(_values(expr))}, "
-                    f"contradicting {what}"))
-    for i, tol in _dicts(spec.get("tolerations")):
-        if tol.get("key") == cfg.node_key and (tol.get("operator") or "Equal") == "Equal":
-            value = str(tol.get("value") or "")
-            if value not in allowed:
-                found.append(Conflict(join_pointer(base, "tolerations", i),
-                                      f"toleration {cfg.node_key}={value} tolerates another pool's taint, "
-                                      f"contradicting {what}"))
+    if isinstance(selector, dict) and key in selector and str(selector[key]) not in allowed:
+        found.append(Conflict(join_pointer(base, "nodeSelector", key),
+                              f"nodeSelector {key}={selector[key]} contradicts {what()}"))
+    expressions = affinity_expressions(pod_set)
+    for t, e, expr in expressions.required:
+        if expr.get("key") != key:
+            continue
+        reason = _expression_conflicts(expr, allowed)
+        if reason:
+            found.append(Conflict(
+                join_pointer(base, "affinity", "nodeAffinity", _REQUIRED, "nodeSelectorTerms", t,
+                             "matchExpressions", e),
+                f"required node affinity term {t} on {key} {reason}, contradicting {what()}"))
+    for p, e, expr in expressions.preferred:
+        # Preferring the hybrid pool is odd but allowed; preferring another pool is not.
+        if expr.get("key") != key or expr.get("operator") != "In":
+            continue
+        reason = _expression_conflicts(expr, allowed)
+        if reason:
+            found.append(Conflict(
+                join_pointer(base, "affinity", "nodeAffinity", _PREFERRED, p, "preference",
+                             "matchExpressions", e),
+                f"preferred node affinity {p} on {key} prefers {', '.join(_values(expr))}, "
+                f"contradicting {what()}"))
+    tolerations = spec.get("tolerations")
+    if isinstance(tolerations, list):
+        for i, tol in enumerate(tolerations):
+            if not isinstance(tol, dict) or tol.get("key") != key:
+                continue
+            if (tol.get("operator") or "Equal") == "Equal":
+                value = str(tol.get("value") or "")
+                if value not in allowed:
+                    found.append(Conflict(join_pointer(base, "tolerations", i),
+                                          f"toleration {key}={value} tolerates another pool's taint, "
+                                          f"contradicting {what()}"))
     return found
 
 
@@ -258,30 +372,50 @@ class _Builder:
     each op sees the effect of the previous ones. Additions inside an object this builder
     created are folded into that object's ``add`` instead of becoming ops of their own."""
 
-    def __init__(self, doc: Any) -> None:
-        self.work = doc             # copied on the first change: most documents need none
+    def __init__(self, workload: Workload) -> None:
+        self.work: Any = workload.doc   # copied on the first change: most documents need none
         self._copied = False
         self.ops: list[PatchOp] = []
         self._created: set[tuple[str, ...]] = set()
+        # Nodes found by lookup_in, by path: a pod template is looked into several times.
+        # Forgotten on every append, which may copy the document or create the node.
+        self._found: dict[tuple[str, ...], Any] = {}
 
     def _inside_created(self, tokens: tuple[str, ...]) -> bool:
         # prefixes of the path, not every created path: linear in depth, not in pod sets
         return any(tokens[:depth] in self._created for depth in range(1, len(tokens) + 1))
 
     def lookup(self, tokens: Sequence[str]) -> Any:
-        node = self.work
-        for token in tokens:
-            if isinstance(node, dict):
-                node = node.get(token)
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                return None
-        return node
+        return _walk(self.work, tokens)
+
+    def enter(self, pod_set: PodSet) -> tuple[str, ...]:
+        """The tokens of the pod set's spec: the ``base`` of its :meth:`lookup_in` calls.
+
+        The node there is found by walking the tokens, not taken from ``pod_set.spec``: a
+        map key that is not a string (YAML ``1:``) is found by the model but not by a JSON
+        Pointer walk, and the walk is the truth here. On the workload's own (unpatched)
+        document the walk is remembered on the pod set, for the next builder."""
+        found = pod_set.memo.get("spec_walk")
+        if found is None:
+            tokens = (*pointer_tokens(pod_set.path), "spec")
+            node = _walk(self.work, tokens) if not self._copied else _UNSEEN
+            found = pod_set.memo["spec_walk"] = (tokens, node)
+        tokens, node = found
+        if not self._copied and node is not _UNSEEN:
+            self._found[tokens] = node
+        return tokens
+
+    def lookup_in(self, base: tuple[str, ...], rest: Sequence[str]) -> Any:
+        """``lookup((*base, *rest))``, with the node at ``base`` remembered."""
+        node = self._found.get(base, _UNSEEN)
+        if node is _UNSEEN:
+            node = self._found[base] = _walk(self.work, base)
+        return _walk(node, rest)
 
     def append(self, tokens: Sequence[str], item: Any) -> bool:
         """Append ``item`` to the list at ``tokens``, creating missing parents (mappings,
         then the list). False when something in the way has the wrong type."""
+        self._found.clear()
         if not self._copied:
             self.work, self._copied = clone(self.work), True
         node: Any = self.work
@@ -319,6 +453,21 @@ class _Builder:
         return False
 
 
+_UNSEEN: Any = object()
+
+
+def _walk(node: Any, tokens: Sequence[str]) -> Any:
+    """The node at ``tokens`` below ``node``, or None."""
+    for token in tokens:
+        if isinstance(node, dict):
+            node = node.get(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
+
+
 def _pointer(tokens: Iterable[str]) -> str:
     return join_pointer("", *tokens)
 
@@ -332,19 +481,15 @@ class PodSetPatch:
     injected: list[str]
 
 
-def _spec_tokens(pod_set: PodSet) -> tuple[str, ...]:
-    return (*split_pointer(pod_set.path), "spec")
-
-
 def _add_tolerations(builder: _Builder, spec_tokens: tuple[str, ...],
                      wanted: Iterable[dict[str, Any]], injected: list[str]) -> None:
+    existing = builder.lookup_in(spec_tokens, ("tolerations",))
     for tol in wanted:
-        existing = builder.lookup((*spec_tokens, "tolerations"))
-        if isinstance(existing, list) and any(tolerates(t, tol["key"], tol["value"], tol["effect"])
-                                              for t in existing):
+        if any_tolerates(existing, tol["key"], tol["value"], tol["effect"]):
             continue
         if builder.append((*spec_tokens, "tolerations"), dict(tol)):
             injected.append(f"toleration {tol['key']}={tol['value']}:{tol['effect']}")
+        existing = builder.lookup_in(spec_tokens, ("tolerations",))  # as the append left it
 
 
 def usage_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
@@ -357,50 +502,70 @@ def usage_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     usage, _ = workload_usage(workload, policy)
     if usage is None:
         return []
-    cfg = usage_config(policy)
-    allowed = set(cfg.pools[usage])
-    expression = required_expression(usage, policy)
-    pools = ", ".join(cfg.pools[usage])
-    builder = _Builder(workload.doc)
+    wanted = _wanted_usage(usage_config(policy), usage)
+    builder = _Builder(workload)
     out: list[PodSetPatch] = []
     for pod_set in workload.pod_sets:
         start = len(builder.ops)
-        injected: list[str] = []
-        spec_tokens = _spec_tokens(pod_set)
-        node_affinity = (*spec_tokens, "affinity", "nodeAffinity")
-
-        # Required: AND the usage expression into every term (terms are ORed); a term that
-        # already says something about usage is the user's choice (or a GG105 conflict).
-        terms_at = (*node_affinity, _REQUIRED, "nodeSelectorTerms")
-        terms = builder.lookup(terms_at)
-        if not isinstance(terms, list) or not terms:
-            if terms is None or isinstance(terms, list):
-                if builder.append(terms_at, {"matchExpressions": [dict(expression)]}):
-                    injected.append(f"required node affinity {cfg.node_key} In [{pools}]")
-        else:
-            for t, term in enumerate(terms):
-                if not isinstance(term, dict):
-                    continue
-                if any(e.get("operator") == "In" or _expression_conflicts(e, allowed)
-                       for _, e in _expressions(term, cfg.node_key)):
-                    continue  # the user's own usage requirement, or a GG105 conflict
-                if builder.append((*terms_at, str(t), "matchExpressions"), dict(expression)):
-                    injected.append(f"{cfg.node_key} In [{pools}] in required node affinity term {t}")
-
-        # Preferred: one term for the usage's own pool unless one about usage exists.
-        preferred_at = (*node_affinity, _PREFERRED)
-        preferred = builder.lookup(preferred_at)
-        has_usage_preference = isinstance(preferred, list) and any(
-            e.get("operator") == "In" for _, p in _dicts(preferred)
-            for _, e in _expressions(p.get("preference"), cfg.node_key))
-        if not has_usage_preference and (preferred is None or isinstance(preferred, list)):
-            if builder.append(preferred_at, preferred_term(usage, policy)):
-                injected.append(f"preferred node affinity (weight {cfg.weight}) {cfg.node_key} In [{usage}]")
-
-        _add_tolerations(builder, spec_tokens, usage_tolerations(usage, policy), injected)
+        injected = _inject_usage(builder, builder.enter(pod_set), wanted)
         if injected:
             out.append(PodSetPatch(pod_set, builder.ops[start:], injected))
     return _decoupled(out)
+
+
+@dataclass(frozen=True)
+class _WantedUsage:
+    """What every pod template of usage ``usage`` must carry, worked out once per policy."""
+
+    usage: str
+    cfg: UsageConfig
+    allowed: frozenset[str]
+    pools: str                                  # the pools, for messages
+    expression: dict[str, Any]                  # read only: appended as (deep) copies
+    tolerations: tuple[dict[str, Any], ...]     # read only: appended as copies
+
+
+def _wanted_usage(cfg: UsageConfig, usage: str) -> _WantedUsage:
+    found = cfg.derived.get(usage)
+    if found is None:
+        pools = cfg.pools[usage]
+        found = cfg.derived[usage] = _WantedUsage(
+            usage, cfg, frozenset(pools), ", ".join(pools), _required_expression(cfg, usage),
+            tuple(_usage_tolerations(cfg, usage)))
+    return found
+
+
+def _inject_usage(builder: _Builder, spec_tokens: tuple[str, ...], wanted: _WantedUsage) -> list[str]:
+    """Append what one pod template lacks to ``builder``; what was injected, for the message."""
+    cfg, usage = wanted.cfg, wanted.usage
+    injected: list[str] = []
+    # Required: AND the usage expression into every term (terms are ORed); a term that
+    # already says something about usage is the user's choice (or a GG105 conflict).
+    terms = builder.lookup_in(spec_tokens, _TERMS_IN_SPEC)
+    if not isinstance(terms, list) or not terms:
+        if terms is None or isinstance(terms, list):
+            first_term = {"matchExpressions": [clone(wanted.expression)]}
+            if builder.append((*spec_tokens, *_TERMS_IN_SPEC), first_term):
+                injected.append(f"required node affinity {cfg.node_key} In [{wanted.pools}]")
+    else:
+        for t, term in enumerate(terms):
+            if not isinstance(term, dict):
+                continue
+            if _says_usage(term, cfg.node_key, wanted.allowed):
+                continue  # the user's own usage requirement, or a GG105 conflict
+            expressions_at = (*spec_tokens, *_TERMS_IN_SPEC, str(t), "matchExpressions")
+            if builder.append(expressions_at, clone(wanted.expression)):
+                injected.append(f"{cfg.node_key} In [{wanted.pools}] in required node affinity term {t}")
+
+    # Preferred: one term for the usage's own pool unless one about usage exists.
+    preferred = builder.lookup_in(spec_tokens, _PREFERRED_IN_SPEC)
+    has_usage_preference = isinstance(preferred, list) and _prefers_a_pool(preferred, cfg.node_key)
+    if not has_usage_preference and (preferred is None or isinstance(preferred, list)):
+        if builder.append((*spec_tokens, *_PREFERRED_IN_SPEC), _preferred_term(cfg, usage)):
+            injected.append(f"preferred node affinity (weight {cfg.weight}) {cfg.node_key} In [{usage}]")
+
+    _add_tolerations(builder, spec_tokens, wanted.tolerations, injected)
+    return injected
 
 
 def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
@@ -412,14 +577,16 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     """
     if not in_scope(workload, policy):
         return []
-    builder = _Builder(workload.doc)
+    builder = _Builder(workload)
     out: list[PodSetPatch] = []
     for pod_set in workload.pod_sets:
         start = len(builder.ops)
         pairs = pinned_products(pod_set, workload, policy,
-                                include_workload_label=gpus_per_pod(pod_set, policy) > 0)
+                                include_workload_label=is_positive(gpus_per_pod(pod_set, policy)))
+        if not pairs:
+            continue  # not pinned: nothing to tolerate
         injected: list[str] = []
-        _add_tolerations(builder, _spec_tokens(pod_set),
+        _add_tolerations(builder, builder.enter(pod_set),
                          (product_toleration(label, product) for label, product in pairs), injected)
         if injected:
             out.append(PodSetPatch(pod_set, builder.ops[start:], injected))

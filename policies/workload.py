@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from policies.findings import ObjectRef, join_pointer, split_pointer
+from policies.findings import ObjectRef, join_pointer, pointer_tokens
 from policies.kinds import DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
+from policies.resources import pod_requests
 
 __all__ = ["ShapeError", "PodSet", "QueueRef", "Workload", "build_workload", "resolve", "MISSING"]
 
@@ -38,8 +39,12 @@ MISSING: Any = _Missing()
 def resolve(doc: Any, pointer: str) -> Any:
     """The value at a JSON Pointer, or :data:`MISSING` (never raises)."""
     node = doc
-    for token in split_pointer(pointer):
-        if isinstance(node, Mapping):
+    for token in pointer_tokens(pointer):
+        if type(node) is dict:  # the usual case: one lookup, no ABC check
+            node = node.get(token, MISSING)
+            if node is MISSING:
+                return MISSING
+        elif isinstance(node, Mapping):
             if token not in node:
                 return MISSING
             node = node[token]
@@ -109,47 +114,47 @@ class PodSet:
     _request_errors: list[tuple[str, str]] = field(default_factory=list, repr=False)
     # Derived facts several rules ask for (GPUs per pod under a policy, ...), computed once.
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Views of the template every rule reads, worked out once: the template is not changed
+    # while a PodSet exists (the engine builds a new workload from a patched object).
+    spec: dict[str, Any] = field(init=False, repr=False, compare=False)
+    spec_path: str = field(init=False, repr=False, compare=False)
+    metadata: dict[str, Any] = field(init=False, repr=False, compare=False)
+    annotations: dict[str, str] = field(init=False, repr=False, compare=False)
+    labels: dict[str, str] = field(init=False, repr=False, compare=False)
+    # (JSON Pointer, container), init containers first, and how many of them are init ones.
+    _containers: tuple[tuple[str, dict[str, Any]], ...] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    _init_containers: int = field(default=0, init=False, repr=False, compare=False)
 
-    @property
-    def spec(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
         spec = self.template.get("spec")
-        return spec if isinstance(spec, dict) else {}
-
-    @property
-    def spec_path(self) -> str:
-        return self.path + "/spec"
-
-    @property
-    def metadata(self) -> dict[str, Any]:
+        self.spec = spec if isinstance(spec, dict) else {}
+        self.spec_path = self.path + "/spec"
         meta = self.template.get("metadata")
-        return meta if isinstance(meta, dict) else {}
-
-    @property
-    def annotations(self) -> dict[str, str]:
-        value = self.metadata.get("annotations")
-        return value if isinstance(value, dict) else {}
-
-    @property
-    def labels(self) -> dict[str, str]:
-        value = self.metadata.get("labels")
-        return value if isinstance(value, dict) else {}
+        self.metadata = meta if isinstance(meta, dict) else {}
+        annotations = self.metadata.get("annotations")
+        self.annotations = annotations if isinstance(annotations, dict) else {}
+        labels = self.metadata.get("labels")
+        self.labels = labels if isinstance(labels, dict) else {}
 
     def containers(self, init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
         """(JSON Pointer, container) for every container, init containers first."""
-        keys = ("initContainers", "containers") if init else ("containers",)
-        for key in keys:
-            items = self.spec.get(key)
-            if isinstance(items, list):
-                for i, c in enumerate(items):
-                    if isinstance(c, dict):
-                        yield f"{self.spec_path}/{key}/{i}", c
+        if self._containers is None:
+            found: list[tuple[str, dict[str, Any]]] = []
+            for key in ("initContainers", "containers"):
+                items = self.spec.get(key)
+                if isinstance(items, list):
+                    base = f"{self.spec_path}/{key}/"
+                    found.extend((base + str(i), c) for i, c in enumerate(items) if isinstance(c, dict))
+                if key == "initContainers":
+                    self._init_containers = len(found)
+            self._containers = tuple(found)
+        return iter(self._containers if init else self._containers[self._init_containers:])
 
     @property
     def requests(self) -> dict[str, Fraction]:
         """The effective pod request the scheduler sees (see :mod:`policies.resources`)."""
         if self._requests is None:
-            from policies.resources import pod_requests
-
             self._requests, self._request_errors = pod_requests(self.spec, self.spec_path)
         return self._requests
 
@@ -203,7 +208,11 @@ class Workload:
 
     @property
     def gang_pod_sets(self) -> list[PodSet]:
-        return [p for p in self.pod_sets if p.counted]
+        """The pod sets counted in the gang (read only: shared by every caller)."""
+        found: list[PodSet] | None = self.memo.get("gang_pod_sets")
+        if found is None:
+            found = self.memo["gang_pod_sets"] = [p for p in self.pod_sets if p.counted]
+        return found
 
     @property
     def schedulers(self) -> set[str]:
@@ -237,10 +246,11 @@ def is_kubernetes_object(doc: Any) -> bool:
             and isinstance(doc.get("kind"), str))
 
 
-def build_workload(doc: dict[str, Any]) -> Workload | None:
+def build_workload(doc: dict[str, Any], ref: ObjectRef | None = None) -> Workload | None:
     """The workload for a Kubernetes object, or None for kinds gpugate does not model.
 
     Raises :class:`ShapeError` when a field the model needs has the wrong type.
+    ``ref`` is ``object_ref(doc)`` when the caller has it already.
     """
     spec = kind_spec(doc["apiVersion"], doc["kind"])
     if spec is None:
@@ -259,7 +269,7 @@ def build_workload(doc: dict[str, Any]) -> Workload | None:
         pod_sets.extend(_pod_sets(doc, source, override, object_default, autoscaling))
 
     gang_min, gang_min_path = _gang_min(doc, spec, pod_sets)
-    return Workload(doc=doc, spec=spec, ref=object_ref(doc), labels=labels, annotations=annotations,
+    return Workload(doc=doc, spec=spec, ref=ref or object_ref(doc), labels=labels, annotations=annotations,
                     pod_sets=pod_sets, gang_min=gang_min, gang_min_path=gang_min_path,
                     queues=_queues(doc, spec, pod_sets))
 
@@ -272,6 +282,19 @@ def _scheduler_at(doc: dict[str, Any], pointer: str | None) -> str | None:
         return None
     if not isinstance(value, str):
         raise ShapeError(f"scheduler name must be a string, not {_type_name(value)}", pointer)
+    return value
+
+
+def _template_scheduler(template: dict[str, Any]) -> str | None:
+    """``_scheduler_at(template, "/spec/schedulerName")``, without parsing the pointer."""
+    spec = template.get("spec")
+    if not (isinstance(spec, dict) or isinstance(spec, Mapping)) or "schedulerName" not in spec:
+        return None
+    value = spec["schedulerName"]
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ShapeError(f"scheduler name must be a string, not {_type_name(value)}", "/spec/schedulerName")
     return value
 
 
@@ -300,13 +323,16 @@ def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, s
     elif source.layout == "list":
         for i, entry in enumerate(_bounded(expect_list(value, source.at, what), source.at, what)):
             path = f"{source.at}/{i}"
-            entry = expect_mapping(entry, path, f"{what}[{i}]")
+            if not isinstance(entry, dict):
+                entry = expect_mapping(entry, path, f"{what}[{i}]")
             name = entry.get(source.name_key)
             yield (name if isinstance(name, str) and name else f"{what}[{i}]"), path, entry
     else:
         for key, entry in _bounded(expect_mapping(value, source.at, what), source.at, what).items():
             path = join_pointer(source.at, str(key))
-            yield str(key), path, expect_mapping(entry, path, f"{what}.{key}")
+            if not isinstance(entry, dict):
+                entry = expect_mapping(entry, path, f"{what}.{key}")
+            yield str(key), path, entry
 
 
 def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, object_default: str,
@@ -314,43 +340,88 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
     for name, path, entry in _entries(doc, source):
         if source.template:
             template_path = f"{path}/{source.template}"
-            template = expect_mapping(entry.get(source.template, MISSING), template_path,
-                                      f"{name}.{source.template}")
+            template = entry.get(source.template)
+            if not isinstance(template, dict):
+                template = expect_mapping(template, template_path, f"{name}.{source.template}")
         else:
             template_path, template = path, entry
-        meta = expect_mapping(template.get("metadata", MISSING), template_path + "/metadata",
-                              "template metadata")
-        _string_map(meta.get("labels", MISSING), template_path + "/metadata/labels", "template labels")
-        _string_map(meta.get("annotations", MISSING), template_path + "/metadata/annotations",
-                    "template annotations")
-        pod_spec = expect_mapping(template.get("spec", MISSING), template_path + "/spec", "pod spec")
-        for key in ("containers", "initContainers"):
-            containers = expect_list(pod_spec.get(key, MISSING), f"{template_path}/spec/{key}", key)
-            for i, c in enumerate(containers):
-                c_path = f"{template_path}/spec/{key}/{i}"
-                res = expect_mapping(expect_mapping(c, c_path, f"{key}[{i}]").get("resources", MISSING),
-                                     c_path + "/resources", "resources")
-                for part in ("requests", "limits"):
-                    expect_mapping(res.get(part, MISSING), f"{c_path}/resources/{part}", f"resources.{part}")
+        _check_template(template, template_path)
 
         replicas = 1
         if source.replicas is not None:
-            replicas = expect_count(entry.get(source.replicas, MISSING), f"{path}/{source.replicas}",
-                                    source.replicas, source.default_replicas) or 0
+            replicas = _entry_count(entry, source.replicas, path, source.default_replicas) or 0
             if source.min_replicas is not None:
                 replicas = _bounded_replicas(entry, path, source, replicas, autoscaling)
         if source.hosts is not None:
-            hosts = expect_count(entry.get(source.hosts, MISSING), f"{path}/{source.hosts}", source.hosts, 1)
+            hosts = _entry_count(entry, source.hosts, path, 1)
             replicas *= hosts or 0
         gang_count = replicas
         if source.min_available is not None:
-            own = expect_count(entry.get(source.min_available, MISSING), f"{path}/{source.min_available}",
-                               source.min_available, None)
+            own = _entry_count(entry, source.min_available, path, None)
             gang_count = replicas if own is None else own
 
-        scheduler = override or _scheduler_at(template, "/spec/schedulerName") or object_default
+        scheduler = override or _template_scheduler(template) or object_default
         yield PodSet(name=name, replicas=replicas, gang_count=gang_count, counted=source.counted,
                      template=template, path=template_path, scheduler=scheduler or DEFAULT_SCHEDULER)
+
+
+def _entry_count(entry: dict[str, Any], key: str, path: str, default: int | None) -> int | None:
+    """``expect_count`` of ``entry[key]`` (``path`` is the entry's); the pointer is built
+    only for an error."""
+    value = entry.get(key, MISSING)
+    if type(value) is int and value >= 0:  # not bool: type(True) is bool
+        return value
+    return expect_count(value, f"{path}/{key}", key, default)
+
+
+def _check_template(template: dict[str, Any], path: str) -> None:
+    """Raise :class:`ShapeError` where a pod template's metadata, spec, containers or their
+    resources have the wrong type. The checks run on every object and pass on nearly all,
+    so the paths and names for the messages are built only when one fails. (``get`` gives
+    None for a missing key, which the model treats as it treats null: as unset.)"""
+    meta = template.get("metadata")
+    if meta is None:
+        meta = {}
+    elif not isinstance(meta, dict):
+        expect_mapping(meta, path + "/metadata", "template metadata")
+    for key, what in (("labels", "template labels"), ("annotations", "template annotations")):
+        value = meta.get(key)
+        if value is not None and not _is_string_map(value):
+            _string_map(value, f"{path}/metadata/{key}", what)
+    pod_spec = template.get("spec")
+    if pod_spec is None:
+        return
+    if not isinstance(pod_spec, dict):
+        expect_mapping(pod_spec, path + "/spec", "pod spec")
+    for key in ("containers", "initContainers"):
+        containers = pod_spec.get(key)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            expect_list(containers, f"{path}/spec/{key}", key)
+        for i, container in enumerate(containers):
+            if container is None:
+                continue
+            if not isinstance(container, dict):
+                expect_mapping(container, f"{path}/spec/{key}/{i}", f"{key}[{i}]")
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if not isinstance(resources, dict):
+                expect_mapping(resources, f"{path}/spec/{key}/{i}/resources", "resources")
+            for part in ("requests", "limits"):
+                value = resources.get(part)
+                if value is not None and not isinstance(value, dict):
+                    expect_mapping(value, f"{path}/spec/{key}/{i}/resources/{part}", f"resources.{part}")
+
+
+def _is_string_map(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            return False
+    return True
 
 
 def _bounded_replicas(entry: dict[str, Any], path: str, source: PodSetSource, desired: int,
@@ -379,7 +450,8 @@ def _gang_min(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> tu
     value = resolve(doc, spec.gang_min)
     if isinstance(value, str) and value.strip().isdigit():  # annotations are strings
         value = int(value)
-    explicit = expect_count(value, spec.gang_min, spec.gang_min.rsplit("/", 1)[-1].replace("~1", "/"), None)
+    explicit = None if value is MISSING or value is None else expect_count(
+        value, spec.gang_min, spec.gang_min.rsplit("/", 1)[-1].replace("~1", "/"), None)
     if explicit is None or (explicit == 0 and spec.gang_min_zero_unset):
         return (derived if pod_sets else 0), ""
     return explicit, spec.gang_min

@@ -6,8 +6,11 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from webhook.metrics import Metrics
 
 log = logging.getLogger("gpugate.webhook")
 
@@ -24,10 +27,17 @@ def build_serve_parser() -> argparse.ArgumentParser:
                         help="kubeconfig for the live topology (default: the in-cluster service account)")
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--cluster", action="append", default=[], metavar="FILE",
-                        help="static cluster snapshot instead of the live watch; repeat for a fleet")
+                        help="static cluster snapshot instead of the live watch, reloaded when it changes; "
+                             "repeat for a fleet")
     parser.add_argument("--log-format", choices=["json", "text"], default="text")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return parser
+
+
+def reload_counter(metrics: Metrics, what: str) -> Callable[[bool], None]:
+    """An ``on_reload`` callback: count a reload of ``what`` (config, certificate, cluster)
+    as ok or rejected in ``gpugate_reloads_total``."""
+    return lambda ok: metrics.reloads.labels(what, "ok" if ok else "rejected").inc()
 
 
 def _fail(message: str) -> int:
@@ -48,7 +58,6 @@ def serve_main(argv: Sequence[str]) -> int:
         TopologySource,
         Webhook,
         configure_logging,
-        load_static_clusters,
         settle_heap,
     )
     from webhook.tls import ReloadingContext, TLSConfigError
@@ -57,12 +66,9 @@ def serve_main(argv: Sequence[str]) -> int:
     holder: dict[str, TopologySource] = {}
     metrics = Metrics(lambda: holder["topology"].clusters() if "topology" in holder else None)
 
-    def counted(what: str) -> Any:
-        return lambda ok: metrics.reloads.labels(what, "ok" if ok else "rejected").inc()
-
     try:
-        policy = PolicySource(args.config, on_reload=counted("config"))
-        tls = ReloadingContext(args.tls_cert, args.tls_key, on_reload=counted("certificate"))
+        policy = PolicySource(args.config, on_reload=reload_counter(metrics, "config"))
+        tls = ReloadingContext(args.tls_cert, args.tls_key, on_reload=reload_counter(metrics, "certificate"))
     except (PolicyError, TLSConfigError) as exc:
         return _fail(str(exc))
 
@@ -71,7 +77,9 @@ def serve_main(argv: Sequence[str]) -> int:
         from lint.cluster import ClusterFileError
 
         try:
-            topology = StaticTopology(load_static_clusters(args.cluster, policy.policy))
+            # re-read when a file changes (policy at that time); a bad new version is rejected
+            topology = StaticTopology.from_files(args.cluster, lambda: policy.policy,
+                                                 on_reload=reload_counter(metrics, "cluster"))
         except ClusterFileError as exc:
             return _fail(str(exc))
         settle_heap()

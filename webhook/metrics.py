@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # Reviews take a few milliseconds; the budget is ~200 ms; the API server gives up at 10 s.
@@ -29,8 +29,16 @@ class TopologyCollector(Collector):
                                 "(0 for a static snapshot file)", labels=["cluster"])
         objects = GaugeMetricFamily("gpugate_topology_objects", "Objects in the topology snapshot",
                                     labels=["cluster", "kind"])
+        memo = CounterMetricFamily("gpugate_feasibility_memo_lookups",
+                                   "Feasibility checks answered from the memo of recent answers (hit) "
+                                   "or computed (miss), since the snapshot was loaded",
+                                   labels=["cluster", "result"])
         now = time.monotonic()
         for snapshot in self._clusters() or ():
+            kept = getattr(snapshot.topology, "outcome_memo", None)
+            if kept is not None:
+                memo.add_metric([snapshot.name, "hit"], float(kept.hits))
+                memo.add_metric([snapshot.name, "miss"], float(kept.misses))
             updated = getattr(snapshot, "updated_at", None)
             age.add_metric([snapshot.name], 0.0 if updated is None else max(0.0, now - updated))
             try:
@@ -41,6 +49,7 @@ class TopologyCollector(Collector):
                 objects.add_metric([snapshot.name, kind], float(count))
         yield age
         yield objects
+        yield memo
 
 
 class Metrics:
@@ -64,9 +73,33 @@ class Metrics:
         self.watch_restarts = Counter("gpugate_watch_restarts_total",
                                       "Topology watch restarts by kind and reason", ["kind", "reason"],
                                       registry=r)
-        self.reloads = Counter("gpugate_reloads_total", "Config and certificate reloads",
+        self.reloads = Counter("gpugate_reloads_total",
+                               "Reloads of the policy file, the TLS certificate and static cluster snapshots",
                                ["what", "result"], registry=r)
         r.register(TopologyCollector(clusters))
+        self._children: dict[Any, Any] = {}
+
+    def count_review(self, endpoint: str, kind: str, verdict: str, findings: Iterable[Any],
+                     seconds: float) -> None:
+        """One answered review: its verdict, its findings and how long it took."""
+        # labels() takes a lock and builds its key each time: remember the children instead
+        # (label values are bounded: endpoints, the table's kinds, verdicts, rule ids).
+        children = self._children
+        key = (endpoint, kind, verdict)
+        reviews = children.get(key)
+        if reviews is None:
+            reviews = children[key] = self.reviews.labels(endpoint, kind, verdict)
+        reviews.inc()
+        for finding in findings:
+            labels = (endpoint, kind, finding.rule, str(finding.severity))
+            child = children.get(labels)
+            if child is None:
+                child = children[labels] = self.findings.labels(*labels)
+            child.inc()
+        latency = children.get(endpoint)
+        if latency is None:
+            latency = children[endpoint] = self.latency.labels(endpoint)
+        latency.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

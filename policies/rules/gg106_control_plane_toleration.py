@@ -50,10 +50,11 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
             if not isinstance(tol, dict):
                 continue
             key = tol.get("key") or ""
-            path = join_pointer(pod_set.spec_path, "tolerations", i)
             if not key and tol.get("operator") == "Exists":
                 yield Problem(f"{workload} pod set {pod_set.name}: toleration {i} (operator Exists, no key) "
-                              f"tolerates every taint, including the control-plane taint {taint}", path)
+                              f"tolerates every taint, including the control-plane taint {taint}",
+                              join_pointer(pod_set.spec_path, "tolerations", i))
             elif taint and key == taint:
                 yield Problem(f"{workload} pod set {pod_set.name}: toleration {i} tolerates the "
-                              f"control-plane taint {taint}", path)
+                              f"control-plane taint {taint}",
+                              join_pointer(pod_set.spec_path, "tolerations", i))

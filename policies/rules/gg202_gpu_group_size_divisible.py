@@ -74,7 +74,7 @@ from collections.abc import Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity
-from policies.groups import format_gpus, group_sizes
+from policies.groups import format_gpus, group_sizes, is_multiple
 from policies.workload import Workload
 
 ID = "GG202"
@@ -88,11 +88,11 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
         return
     key = ctx.policy.gpu["groupSizeAnnotation"]
     for part in spec.pod_sets:
-        if spec.size % part.gpus:
+        if not is_multiple(spec.size, part.gpus):
             yield Problem(f"{workload}: {key} {spec.size} is not a multiple of the "
                           f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name} "
                           "(a group is made of whole pods)", spec.size_path)
     total = spec.total_gpus
-    if total % spec.size:
+    if not is_multiple(total, spec.size):
         yield Problem(f"{workload}: {key} {spec.size} does not divide the job's {format_gpus(total)} GPUs "
                       f"({spec.breakdown()})", spec.size_path)

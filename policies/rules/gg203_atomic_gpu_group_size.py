@@ -54,7 +54,7 @@ from collections.abc import Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity
-from policies.groups import format_gpus, group_sizes
+from policies.groups import format_gpus, group_sizes, is_multiple
 from policies.workload import Workload
 
 ID = "GG203"
@@ -69,7 +69,7 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     key = ctx.policy.gpu["atomicGroupSizeAnnotation"]
     size_key = ctx.policy.gpu["groupSizeAnnotation"]
     for part in spec.pod_sets:
-        if spec.atomic % part.gpus:
+        if not is_multiple(spec.atomic, part.gpus):
             yield Problem(f"{workload}: {key} {spec.atomic} is not a multiple of the "
                           f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name}",
                           spec.atomic_path)

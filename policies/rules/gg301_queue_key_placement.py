@@ -68,8 +68,6 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     sources = [s for s in workload.spec.queues if s.system == "volcano"]
     if not sources:
         return  # the kind has no Volcano queue at all: nothing to compare against
-    read = {(s.scope, s.at) for s in sources}
-    instead = " or ".join(_describe(s, workload.kind) for s in sources)
     # Annotations on the object's own metadata are flagged only where the queue is read
     # from metadata; kinds with a spec field may have controllers that copy annotations.
     metadata_only = all(s.at.startswith("/metadata/") for s in sources)
@@ -85,6 +83,10 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
         if VOLCANO_QUEUE_LABEL in pod_set.labels:
             candidates.append(("template", _LABEL, f"label {VOLCANO_QUEUE_LABEL} on pod set {pod_set.name}",
                                pod_set.path + _LABEL))
+    if not candidates:
+        return  # no Volcano queue key anywhere: the usual case
+    read = {(s.scope, s.at) for s in sources}
+    instead = " or ".join(_describe(s, workload.kind) for s in sources)
     for scope, at, what, path in candidates:
         if (scope, at) in read:
             continue

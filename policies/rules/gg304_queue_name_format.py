@@ -54,11 +54,11 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     for queue in workload.queues:
         if not queue.explicit or not queue.name:
             continue  # an empty name means "the default queue" to the controllers
-        where = field_name(queue.path)
         if len(queue.name) > MAX_LENGTH:
-            yield Problem(f"{workload}: {queue.system} queue name at {where} is {len(queue.name)} "
-                          f"characters long, more than {MAX_LENGTH}", queue.path)
+            yield Problem(f"{workload}: {queue.system} queue name at {field_name(queue.path)} is "
+                          f"{len(queue.name)} characters long, more than {MAX_LENGTH}", queue.path)
         elif not DNS1123_SUBDOMAIN.fullmatch(queue.name):
+            where = field_name(queue.path)  # only for a finding: most names are fine
             yield Problem(f"{workload}: {queue.system} queue name {queue.name!r} at {where} is not a "
                           "DNS-1123 subdomain (lower-case letters, digits, '-' and '.', alphanumeric at "
                           "both ends)", queue.path)

@@ -65,8 +65,10 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
         scheduler = pod_set_scheduler(workload, pod_set)
         if scheduler is None:
             continue  # an operator flag decides (empty Kubeflow schedulerName, KubeRay): unknown
-        by_scheduler.setdefault(scheduler, []).append(pod_set.name)
-        first_of.setdefault(scheduler, scheduler_path(workload, pod_set))
+        if scheduler not in by_scheduler:
+            by_scheduler[scheduler] = []
+            first_of[scheduler] = scheduler_path(workload, pod_set)
+        by_scheduler[scheduler].append(pod_set.name)
     if len(by_scheduler) < 2:
         return
     parts = "; ".join(f"{scheduler!r}: {', '.join(names)}" for scheduler, names in by_scheduler.items())

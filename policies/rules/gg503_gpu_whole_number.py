@@ -53,7 +53,9 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
                     amount = parse_quantity(raw)
                 except QuantityError:
                     continue  # GG504 reports it
-                problem = "negative" if amount < 0 else "fractional" if amount.denominator != 1 else ""
+                # the numerator carries the sign (Fractions keep a positive denominator)
+                problem = ("negative" if amount.numerator < 0
+                           else "fractional" if amount.denominator != 1 else "")
                 if problem:
                     yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
                                   f"{entry.resource} {part} {raw} is {problem}; GPUs are whole devices",
