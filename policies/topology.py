@@ -159,6 +159,11 @@ class SupernodeLayout:
     disjoint: bool
 
 
+# Bounds of the derived-data cache (see Topology.remember).
+CACHE_ENTRIES = 1024
+CACHE_BYTES = 16 * 1024 * 1024
+
+
 class Topology:
     """Nodes, pods, queues, pod groups, quotas and hypernodes of one cluster."""
 
@@ -203,7 +208,8 @@ class Topology:
         self.podgroup_version = 0               # a PodGroup came, went or changed
         self.quota_version = 0                  # an ElasticQuotaTree came, went or changed
         self._key_versions: dict[str, int] = {}  # per label key
-        self.cache: dict[Any, Any] = {}         # derived data: key -> (versions, value)
+        self.cache: dict[Any, Any] = {}         # derived data: key -> (versions, value, bytes)
+        self.cache_bytes = 0
         # Whole answers (policies.feasibility.OutcomeMemo), checked against state_versions().
         self.outcome_memo: Any = None
         self._hypernodes_by_label: set[str] = set()  # HyperNodes with a labelMatch member
@@ -814,9 +820,28 @@ class Topology:
         return None
 
     def remember(self, key: Any, versions: Any, value: Any) -> None:
-        if len(self.cache) > 1024:  # bounded: many one-off signatures must not grow it
-            self.cache.clear()
-        self.cache[key] = (versions, value)
+        # Bounded in entries and in bytes, oldest out first: jobs of ever new shapes each
+        # leave per-node arrays behind (80 KB each at 10,000 nodes), which must not grow
+        # the server's memory.
+        size = _nbytes(value)
+        old = self.cache.pop(key, None)
+        if old is not None:
+            self.cache_bytes -= old[2]
+        while self.cache and (len(self.cache) >= CACHE_ENTRIES or self.cache_bytes + size > CACHE_BYTES):
+            self.cache_bytes -= self.cache.pop(next(iter(self.cache)))[2]
+        self.cache[key] = (versions, value, size)
+        self.cache_bytes += size
+
+
+def _nbytes(value: Any) -> int:
+    """Roughly what a cached value holds: its arrays' bytes, a little for anything else."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (tuple, list)):
+        return 64 + sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return 64 + sum(_nbytes(v) for v in value.values())
+    return 64
 
 
 def _as_int(text: str) -> float:

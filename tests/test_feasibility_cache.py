@@ -164,3 +164,23 @@ def test_capacity_now_is_shared_between_reviews_until_a_pod_event() -> None:
     topo.apply("ADDED", pod("p", "gpu-0-1", {"cpu": "1"}))
     check(job, topo)
     assert topo.cache[("now",)][1] is not cached  # a pod event does not
+
+
+def test_the_derived_data_cache_is_bounded_in_bytes_and_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs of ever new shapes leave per-node arrays behind: the cache keeps the newest
+    within its byte budget, and a value it still holds is still found."""
+    import policies.topology as topology
+
+    monkeypatch.setattr(topology, "CACHE_BYTES", 1_000_000)
+    monkeypatch.setattr(topology, "CACHE_ENTRIES", 50)
+    topo = Topology()
+    for i in range(200):
+        topo.remember(("shape", i), (0,), np.zeros(10_000, dtype=np.int64))   # 80 KB each
+        assert topo.cache_bytes <= 1_000_000
+    assert 1 <= len(topo.cache) <= 1_000_000 // 80_000
+    assert topo.cached(("shape", 199), (0,)) is not None                       # the newest stays
+    assert topo.cached(("shape", 0), (0,)) is None                             # the oldest went
+    for i in range(200):
+        topo.remember(("small", i), (0,), i)
+    assert len(topo.cache) <= 50
+    assert topo.cache_bytes == sum(entry[2] for entry in topo.cache.values())
