@@ -380,6 +380,19 @@ def test_probes_and_metrics(hook: ServedWebhook) -> None:
     assert 'gpugate_topology_age_seconds{cluster="test"} 0.0' in text
 
 
+def test_memo_hits_and_misses_are_exported() -> None:
+    """Two jobs of one shape: the second is answered from the feasibility memo."""
+    with ServedWebhook(policy=Policy(), clusters=small_cluster()) as served:
+        for name in ("sweep-1", "sweep-2"):
+            job = bad_job(group_size="16")
+            job["metadata"]["name"] = name
+            _, answer = post_review(served, "validate", review_for(job))
+            assert answer["response"]["allowed"] is True, answer
+        text = served.request("GET", "/metrics")[1].decode()
+    assert 'gpugate_feasibility_memo_lookups_total{cluster="test",result="hit"} 1.0' in text
+    assert 'gpugate_feasibility_memo_lookups_total{cluster="test",result="miss"} 1.0' in text
+
+
 def test_readyz_waits_for_the_topology() -> None:
     from webhook.server import Webhook
 
