@@ -18,6 +18,13 @@ Witnesses come from a greedy first-fit packer, so ``fits`` is always backed by a
 placement. Everything is array operations over nodes; eligibility masks are cached on
 the topology per (tolerations, selector, affinity) signature.
 
+A job of a shape never asked about (another CPU request per pod) reuses what does not
+depend on its requests: per eligibility, the allocatable and the free resources on the
+eligible rows only (:func:`_block`, with per-resource bounds that often settle a
+capacity without dividing at all), and GPU group placements, which depend on nothing
+but the capacities (:func:`_placement_key`). Each is kept against the versions of what
+it was computed from, so a warm answer is the answer a cold check gives.
+
 The check never sees the workload: :func:`fit_question` reduces it (with the policy) to
 a frozen, hashable :class:`FitQuestion` holding exactly what the check reads, so the
 per-cluster outcome is a function of (question, topology state). :class:`OutcomeMemo`
@@ -31,11 +38,13 @@ from __future__ import annotations
 import itertools
 import json
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,6 +64,12 @@ __all__ = ["Verdict", "Demand", "GroupQuestion", "FitQuestion", "Outcome", "Outc
 
 CACHE_KEY = "feasibility"
 _BIG = np.int64(2**62)
+
+
+def _nonzero(values: np.ndarray) -> np.ndarray:
+    """The indexes of the non-zero entries of a 1-d integer array: ``np.flatnonzero``,
+    which on int64 costs several times a comparison plus ``nonzero`` on the booleans."""
+    return (values != 0).nonzero()[0]  # type: ignore[no-any-return]
 
 
 class Verdict(StrEnum):
@@ -379,12 +394,26 @@ def _label_keys(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(keys))
 
 
+_KEYS_BY_SIGNATURE: dict[str, tuple[str, ...]] = {}
+
+
+def _signature_label_keys(signature: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """:func:`_label_keys` of ``spec``, whose :func:`_signature` is ``signature`` (it holds
+    everything the keys are read from), remembered: every check asks it again."""
+    keys = _KEYS_BY_SIGNATURE.get(signature)
+    if keys is None:
+        if len(_KEYS_BY_SIGNATURE) >= 4096:    # bounded: one-off placements must not pile up
+            _KEYS_BY_SIGNATURE.clear()
+        keys = _KEYS_BY_SIGNATURE[signature] = _label_keys(spec)
+    return keys
+
+
 def eligible_mask(topo: Topology, spec: Mapping[str, Any], signature: str | None = None) -> _Eligibility:
     """Which nodes a pod with this spec may be scheduled on, resources aside. Cached on
     the topology until the node set, taints, cordons or a label key it reads change."""
     signature = signature if signature is not None else _signature(spec)
     key = ("eligible", signature)
-    versions = topo.versions(_label_keys(spec))
+    versions = topo.versions(_signature_label_keys(signature, spec))
     cached = topo.cached(key, versions)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
@@ -491,16 +520,31 @@ class _Caps:
 
     def place(self, s: _Set, rows: np.ndarray, take: np.ndarray) -> None:
         """``take[j]`` pods of ``s`` onto row ``rows[j]`` (distinct rows)."""
-        if s.cols.size:
-            self.free[rows[:, None], s.cols] -= take[:, None] * s.amounts[None, :]
-        self.refresh(rows)
+        if not s.cols.size:
+            self.refresh(rows)
+            return
+        self.free[rows[:, None], s.cols] -= take[:, None] * s.amounts[None, :]
+        own = self.caps.get(s.key)
+        if own is None:
+            self.refresh(rows)
+            return
+        # The set's own capacity drops by exactly what it took: each of its columns lost
+        # ``take`` times the amount its quotient is taken by (and take <= capacity).
+        if s.key not in self.owned:
+            own = self.caps[s.key] = own.copy()
+            self.owned.add(s.key)
+        own[rows] -= take
+        self.refresh(rows, skip=s.key)
 
-    def refresh(self, rows: np.ndarray) -> None:
-        """Recompute every known capacity on ``rows`` after ``free`` changed there."""
-        if not rows.size:
+    def refresh(self, rows: np.ndarray, skip: Any = None) -> None:
+        """Recompute every known capacity (but ``skip``'s) on ``rows`` after ``free``
+        changed there."""
+        if not rows.size or not any(key != skip for key in self.caps):
             return
         local = self.free[rows]
         for key, cap in list(self.caps.items()):
+            if key == skip:
+                continue
             if key not in self.owned:
                 cap = self.caps[key] = cap.copy()
                 self.owned.add(key)
@@ -526,9 +570,103 @@ def _sets(topo: Topology, demands: Sequence[Demand]) -> list[_Set]:
         known = by_signature.get(signature)
         if known is None:
             known = by_signature[signature] = (eligible_mask(topo, d.placement, signature),
-                                               topo.versions(_label_keys(d.placement)))
+                                               topo.versions(_signature_label_keys(signature, d.placement)))
         out.append(_Set(d, cols, amounts, missing, known[0], key, known[1], request))
     return out
+
+
+class _Block(NamedTuple):   # a tuple, so that the cache counts the bytes of its arrays
+    """A resource matrix (the allocatable, or the free resources now) on the rows of one
+    eligibility only, clipped at 0, one contiguous row per resource column. It depends on
+    the eligibility and the matrix, not on what a pod set requests, so every job shape
+    of one template reuses it; a capacity is then a few divisions over eligible rows."""
+
+    rows: np.ndarray            # the eligible slots, ascending
+    values: np.ndarray          # resources x rows
+    low: np.ndarray             # per resource column: the smallest value, the largest,
+    high: np.ndarray            # and the sum over the rows
+    total: np.ndarray
+
+
+_ASKED_ONCE = "asked once"     # a block's cache entry before it is worth building
+
+
+def _block(topo: Topology, s: _Set, matrix: np.ndarray, which: str, versions: tuple[Any, ...],
+           build: bool = True) -> _Block | None:
+    """``matrix`` (``which``: "empty" or "now", computed at ``versions``) on the rows
+    ``s`` is eligible for; cached on the topology per eligibility signature. Building
+    one costs about two capacities computed on the whole matrix, so it is built the
+    second time it is asked for at the same versions (a second job shape of the
+    placement): None the first time, or when not ``build``ing and there is none yet."""
+    key = ("block", which, s.demand.signature)
+    versions = (s.versions, versions)
+    cached = topo.cached(key, versions)
+    if isinstance(cached, _Block) or not build:
+        return cached if isinstance(cached, _Block) else None
+    if cached is None:
+        topo.remember(key, versions, _ASKED_ONCE)
+        return None
+    mask = s.elig.mask
+    rows = np.flatnonzero(mask)
+    values = np.compress(mask, matrix, axis=0)
+    # Clipping at 0 changes no capacity: a negative free value gives 0 pods either way.
+    np.maximum(values, 0, out=values)
+    values = np.ascontiguousarray(values.T)
+    if rows.size:
+        low, high = values.min(axis=1), values.max(axis=1)
+    else:
+        low = high = np.zeros(values.shape[0], dtype=np.int64)
+    block = _Block(rows, values, low, high, values.sum(axis=1))
+    for array in block:
+        array.setflags(write=False)
+    topo.remember(key, versions, block)
+    return block
+
+
+def _block_capacity(topo: Topology, s: _Set, block: _Block, which: str,
+                    versions: tuple[Any, ...]) -> np.ndarray:
+    """What :meth:`_Set.capacity` gives on the block's matrix (see :func:`_block` for
+    ``which`` and ``versions``), computed on the eligible rows only. A column whose
+    smallest quotient is at least another column's largest never decides the minimum, so
+    it is skipped; when one column decides and its quotient is the same on every row, the
+    capacity is that number on every eligible row, an array shared (read-only) by every
+    shape that gets the same number."""
+    slots = topo.slots
+    if s.missing or not block.rows.size:
+        return np.zeros(slots, dtype=np.int64)
+    if not s.cols.size:
+        return _uniform_capacity(topo, s, block, which, versions, int(_BIG))
+    low = (block.low[s.cols] // s.amounts).tolist()
+    high = (block.high[s.cols] // s.amounts).tolist()
+    decides = min(range(len(high)), key=high.__getitem__)
+    bound = high[decides]
+    needed = [j for j in range(len(low)) if j == decides or low[j] < bound]
+    if needed == [decides] and low[decides] == bound:
+        return _uniform_capacity(topo, s, block, which, versions, bound)
+    out = np.zeros(slots, dtype=np.int64)
+    cols, amounts = s.cols.tolist(), s.amounts.tolist()
+    cap = block.values[cols[needed[0]]] // amounts[needed[0]]
+    if len(needed) > 1:
+        part = np.empty_like(cap)
+        for j in needed[1:]:
+            np.floor_divide(block.values[cols[j]], amounts[j], out=part)
+            np.minimum(cap, part, out=cap)
+    out[block.rows] = cap
+    return out
+
+
+def _uniform_capacity(topo: Topology, s: _Set, block: _Block, which: str, versions: tuple[Any, ...],
+                      value: int) -> np.ndarray:
+    """``value`` on the block's rows, 0 elsewhere (read-only): cached like the block."""
+    key = ("uniform", which, s.demand.signature, value)
+    versions = (s.versions, versions)
+    cached = topo.cached(key, versions)
+    if cached is None:
+        cached = np.zeros(topo.slots, dtype=np.int64)
+        cached[block.rows] = value
+        cached.setflags(write=False)
+        topo.remember(key, versions, cached)
+    return cached  # type: ignore[no-any-return]
 
 
 def _empty_capacity(topo: Topology, s: _Set) -> np.ndarray:
@@ -537,7 +675,10 @@ def _empty_capacity(topo: Topology, s: _Set) -> np.ndarray:
     versions = (s.versions, topo.alloc_version)
     cached = topo.cached(key, versions)
     if cached is None:
-        cached = s.capacity(topo.alloc[: topo.slots])
+        alloc = topo.alloc[: topo.slots]
+        block = _block(topo, s, alloc, "empty", (topo.alloc_version,))
+        cached = s.capacity(alloc) if block is None else _block_capacity(topo, s, block, "empty",
+                                                                          (topo.alloc_version,))
         cached.setflags(write=False)
         topo.remember(key, versions, cached)
     return cached  # type: ignore[no-any-return]
@@ -547,7 +688,7 @@ def _now(topo: Topology) -> tuple[np.ndarray, dict[Any, np.ndarray]]:
     """The free resources now (read-only) and the capacities computed on them so far:
     kept until a pod or node event changes what is free, so a burst of reviews between
     events does the node-wide work once."""
-    versions = (topo.nodeset_version, topo.alloc_version, topo.used_version)
+    versions = _now_versions(topo)
     cached = topo.cached(("now",), versions)
     if cached is None:
         n = topo.slots
@@ -558,7 +699,11 @@ def _now(topo: Topology) -> tuple[np.ndarray, dict[Any, np.ndarray]]:
     return cached  # type: ignore[no-any-return]
 
 
-def _now_capacity(known: dict[Any, np.ndarray], s: _Set, free_now: np.ndarray) -> np.ndarray:
+def _now_versions(topo: Topology) -> tuple[int, ...]:
+    return (topo.nodeset_version, topo.alloc_version, topo.used_version)
+
+
+def _now_capacity(topo: Topology, known: dict[Any, np.ndarray], s: _Set, free_now: np.ndarray) -> np.ndarray:
     """A set's capacity on the free resources now (read-only), from ``known`` (see
     :func:`_now`) while its eligibility is unchanged."""
     key = (s.key, s.versions)
@@ -566,7 +711,10 @@ def _now_capacity(known: dict[Any, np.ndarray], s: _Set, free_now: np.ndarray) -
     if cap is None:
         if len(known) >= 64:    # bounded: one-off pod sets must not pile up
             known.clear()
-        cap = known[key] = s.capacity(free_now)
+        versions = _now_versions(topo)
+        block = _block(topo, s, free_now, "now", versions)
+        cap = s.capacity(free_now) if block is None else _block_capacity(topo, s, block, "now", versions)
+        known[key] = cap
         cap.setflags(write=False)
     return cap
 
@@ -586,7 +734,7 @@ def _greedy(caps: _Caps, sets: list[_Set], counts: list[int], order: Iterable[in
         cap = caps.get(s)
         if int(cap.sum()) < want:
             return None
-        idx = np.flatnonzero(cap)
+        idx = _nonzero(cap)
         if node_order == "most":
             idx = idx[np.argsort(-cap[idx], kind="stable")]
         elif node_order == "least":
@@ -656,10 +804,16 @@ def _witness(topo: Topology, sets: list[_Set], placed: list[np.ndarray]) -> dict
     out: dict[str, dict[str, int]] = {}
     names = topo.node_names
     for s, rows in zip(sets, placed, strict=True):
+        hit = _nonzero(rows)
+        slots, counts = hit.tolist(), rows[hit].tolist()
+        placed_on = [names[slot] for slot in slots]
+        nodes = out.get(s.demand.name)
+        if nodes is None and None not in placed_on:
+            # A slot holds one node, so the names are distinct: no counts to add up.
+            out[s.demand.name] = dict(zip(placed_on, counts, strict=True))  # type: ignore[arg-type]
+            continue
         nodes = out.setdefault(s.demand.name, {})
-        slots = np.flatnonzero(rows)
-        for slot, count in zip(slots.tolist(), rows[slots].tolist(), strict=True):
-            name = names[slot]
+        for name, count in zip(placed_on, counts, strict=True):
             if name is not None:
                 nodes[name] = nodes.get(name, 0) + count
     return out
@@ -746,7 +900,7 @@ def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.nda
         for col, amount in zip(s.cols.tolist(), s.amounts.tolist(), strict=True):
             total_cols[col] = total_cols.get(col, 0) + want * amount
     active = [(s, cap) for s, cap, want in zip(sets, caps, counts, strict=True) if want > 0]
-    offers = _offers(topo, active, free, cache=what == "even when empty")
+    offers = _offers(topo, active, free, empty=what == "even when empty")
     for col, needed in total_cols.items():
         offered, nodes = offers[col]
         if needed > offered:
@@ -758,10 +912,12 @@ def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.nda
 
 
 def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndarray,
-            cache: bool) -> dict[int, tuple[int, int]]:
+            empty: bool) -> Mapping[int, tuple[int, int]]:
     """Per resource column the sets request: (what ``free`` offers on the nodes where a
-    pod of some set requesting it fits, how many such nodes). ``cache``: ``free`` is the
-    allocatable, so the answer keeps until the sets' eligibility or allocatable change."""
+    pod of some set requesting it fits, how many such nodes). ``empty``: ``free`` is the
+    allocatable, so the answer keeps until the sets' eligibility or allocatable change;
+    else it is the free resources now (:func:`_now`)."""
+    cache = empty
     key = ("offers", tuple(s.key for s, _ in active))
     versions = (tuple(s.versions for s, _ in active), topo.alloc_version)
     if cache:
@@ -774,8 +930,15 @@ def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndar
             users.setdefault(col, []).append(j)
     out: dict[int, tuple[int, int]] = {}
     by_users: dict[frozenset[Any], np.ndarray] = {}   # columns mostly share their users
+    blocks: dict[frozenset[Any], _Block | None] = {}
     for col, js in users.items():
         ids = frozenset(active[j][0].key for j in js)
+        if ids not in blocks:
+            blocks[ids] = _whole_block(topo, [active[j] for j in js], empty)
+        block = blocks[ids]
+        if block is not None:
+            out[col] = (int(block.total[col]), int(block.rows.size))
+            continue
         rows = by_users.get(ids)
         if rows is None:
             usable = np.zeros(free.shape[0], dtype=bool)
@@ -784,8 +947,21 @@ def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndar
             rows = by_users[ids] = np.flatnonzero(usable)
         out[col] = (int(np.maximum(free[rows, col], 0).sum()), int(rows.size))
     if cache:
-        topo.remember(key, versions, out)
+        topo.remember(key, versions, MappingProxyType(out))  # read-only; a few numbers, no arrays
     return out
+
+
+def _whole_block(topo: Topology, users: list[tuple[_Set, np.ndarray]], empty: bool) -> _Block | None:
+    """When the ``users`` (sets with their capacities) share one eligibility and a pod of
+    each fits every eligible node, the nodes where some pod fits are exactly the eligible
+    ones: their block (whose sums are the offers, whatever the shape). Else None."""
+    first = users[0][0]
+    if any(s.demand.signature != first.demand.signature or s.versions != first.versions
+           or int(np.count_nonzero(cap)) != s.elig.count for s, cap in users):
+        return None
+    if empty:
+        return _block(topo, first, topo.alloc[: topo.slots], "empty", (topo.alloc_version,), build=False)
+    return _block(topo, first, _now(topo)[0], "now", _now_versions(topo), build=False)
 
 
 # -- GPU groups --------------------------------------------------------------------------
@@ -829,17 +1005,60 @@ def _group_plan(question: FitQuestion, sets: list[_Set]) -> _Groups | None:
 
 
 def _supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps: Sequence[np.ndarray],
-                     supernodes: list[tuple[str, np.ndarray]]) -> np.ndarray:
-    """Units each supernode can hold: pods of any GPU set per node (an upper bound).
-    ``caps``: each set's capacity on the free resources in question."""
-    best = caps[plan.gpu_sets[0]]
-    for i in plan.gpu_sets[1:]:
-        best = np.maximum(best, caps[i])
-    return topo.supernode_totals(best, supernodes) // plan.pods_per_unit
+                     supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...],
+                     free: np.ndarray) -> np.ndarray:
+    """Units each supernode can hold at most: an upper bound on the GPU pods its nodes
+    can take together. ``caps``: each set's capacity on ``free``, the free resources in
+    question; ``labels``: the supernode labels ``supernodes`` was found by."""
+    first = sets[plan.gpu_sets[0]]
+    if all(sets[i].key == first.key for i in plan.gpu_sets):
+        # One kind of pod (sets of one template): a node takes at most its capacity. Where
+        # that is one number on every eligible node, a supernode holds that many times its
+        # eligible nodes.
+        best = caps[plan.gpu_sets[0]]
+        uniform = _uniform(best, first.elig.count)
+        if uniform is not None:
+            return uniform * _eligible_members(topo, first, supernodes, labels) // plan.pods_per_unit
+        return topo.supernode_totals(best, supernodes) // plan.pods_per_unit
+    # Pods of different kinds can share a node where neither kind fits twice (a CPU-heavy
+    # and a memory-heavy pod of 4 GPUs on an 8-GPU node): the kinds' capacities add up,
+    # and no node holds more GPU pods than its free GPUs allow.
+    kinds = {sets[i].key: caps[i] for i in plan.gpu_sets}
+    pods = np.sum(list(kinds.values()), axis=0)
+    column = topo.res_index.get(plan.resource)
+    if column is not None:
+        pods = np.minimum(pods, np.maximum(free[:, column], 0) // plan.per_pod)
+    return topo.supernode_totals(pods, supernodes) // plan.pods_per_unit
+
+
+def _uniform(cap: np.ndarray, eligible: int) -> int | None:
+    """The capacity's value when it is the same on all ``eligible`` nodes where it is
+    not 0 by eligibility (a capacity is 0 on every other node), else None."""
+    if not eligible:
+        return 0
+    most = int(cap.max())
+    if most and int(np.count_nonzero(cap == most)) == eligible:
+        return most
+    return None
+
+
+def _eligible_members(topo: Topology, s: _Set, supernodes: list[tuple[str, np.ndarray]],
+                      labels: tuple[str, ...]) -> np.ndarray:
+    """How many nodes of each supernode ``s`` is eligible for (read-only); cached until
+    the eligibility or the supernodes change."""
+    key = ("supernode-eligible", s.demand.signature, labels)
+    versions = (s.versions, topo.supernode_versions(labels))
+    cached = topo.cached(key, versions)
+    if cached is None:
+        cached = topo.supernode_totals(s.elig.mask.astype(np.int64), supernodes)
+        cached.setflags(write=False)
+        topo.remember(key, versions, cached)
+    return cached  # type: ignore[no-any-return]
 
 
 def _empty_supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps_empty: Sequence[np.ndarray],
-                           supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...]) -> np.ndarray:
+                           supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...],
+                           alloc: np.ndarray) -> np.ndarray:
     """:func:`_supernode_slots` on the empty cluster, cached until the GPU sets'
     eligibility, the allocatable or the supernodes change. Read-only."""
     gpu_sets = [sets[i] for i in plan.gpu_sets]
@@ -847,7 +1066,7 @@ def _empty_supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps
     versions = (tuple(s.versions for s in gpu_sets), topo.alloc_version, topo.supernode_versions(labels))
     cached = topo.cached(key, versions)
     if cached is None:
-        cached = _supernode_slots(topo, sets, plan, caps_empty, supernodes)
+        cached = _supernode_slots(topo, sets, plan, caps_empty, supernodes, labels, alloc)
         cached.setflags(write=False)
         topo.remember(key, versions, cached)
     return cached  # type: ignore[no-any-return]
@@ -919,15 +1138,36 @@ def _unit_runs(sets: list[_Set], plan: _Groups) -> tuple[list[tuple[list[int], i
 
 
 def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, caps: _Caps,
-                  supernodes: list[tuple[str, np.ndarray]], tick: Any) -> list[np.ndarray] | None:
+                  supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...],
+                  tick: Any) -> list[np.ndarray] | None:
     """Units of GPU pods, each inside one supernode, then everything else anywhere.
     Supernodes are visited in order; per supernode as many units of a run as fit at
     once (halving on failure), so the cost grows with supernodes, not with the gang's
-    size. ``caps`` (free resources and capacities) is updated in place."""
+    size. ``caps`` (free resources and capacities) is updated in place, except when the
+    placement is one found before (see :func:`_placement_key`); ``labels``: the
+    supernode labels ``supernodes`` was found by."""
     n = caps.free.shape[0]
-    placed = [np.zeros(n, dtype=np.int64) for _ in sets]
     runs, rest_counts = _unit_runs(sets, plan)
     layout = topo.supernode_layout(supernodes)
+    found = _placement_key(topo, sets, runs, rest_counts, layout, caps, labels)
+    if found is not None:
+        key, versions, cap = found
+        known = topo.cached(key, versions)
+        if known is not None and (known[0] is cap or np.array_equal(known[0], cap)):
+            if known[1] is None:
+                return None
+            placed = [np.zeros(n, dtype=np.int64) for _ in sets]
+            for array, (rows, counts) in zip(placed, known[1], strict=True):
+                array[rows] = counts
+            return placed
+    placed = [np.zeros(n, dtype=np.int64) for _ in sets]
+    if found is not None:
+        result = _place_group_runs(topo, sets, runs, layout, caps, supernodes, tick, placed)
+        # Kept as (slots, pods) per set: a few dozen numbers, not arrays over all nodes.
+        sparse = None if result is None else [(hit, array[hit]) for array in result
+                                              for hit in (_nonzero(array),)]
+        topo.remember(key, versions, (cap, sparse))
+        return result
     sn = 0
     for comp, count in runs:
         tick()
@@ -954,6 +1194,47 @@ def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, caps: _Caps,
     if rest is None:
         return None
     return [a + b for a, b in zip(placed, rest, strict=True)]
+
+
+def _placement_key(topo: Topology, sets: list[_Set], runs: list[tuple[list[int], int]], rest: list[int],
+                   layout: SupernodeLayout, caps: _Caps,
+                   labels: tuple[str, ...]) -> tuple[Any, tuple[Any, ...], np.ndarray] | None:
+    """(cache key, versions, capacity) of a group placement that depends on nothing but
+    one capacity array: every unit of one capacity (sets of one template), disjoint
+    supernodes (so each run is :func:`_place_run`'s first fit, which reads capacities
+    only, and lowers the set's own capacity by what it takes) and no pods outside units.
+    Job shapes that differ in what the nodes hold the same number of pods of (a sweep
+    of CPU requests on GPU-bound nodes) then share one placement. None otherwise."""
+    if not layout.disjoint or any(rest) or not runs:
+        return None
+    used = [i for comp, _ in runs for i, c in enumerate(comp) if c]
+    s = sets[used[0]]
+    if any(sets[i].key != s.key for i in used):
+        return None
+    cap = caps.get(s)
+    if cap.flags.writeable:     # kept with the placement: must not change after
+        cap = cap.copy()
+        cap.setflags(write=False)
+    shape = tuple((tuple(comp), count) for comp, count in runs)
+    # The checksum picks the entry; the capacity kept with it is compared in full.
+    key = ("group-placement", shape, labels, cap.shape[0], zlib.crc32(np.ascontiguousarray(cap).data))
+    return key, (topo.nodeset_version, topo.supernode_versions(labels)), cap
+
+
+def _place_group_runs(topo: Topology, sets: list[_Set], runs: list[tuple[list[int], int]],
+                      layout: SupernodeLayout, caps: _Caps, supernodes: list[tuple[str, np.ndarray]],
+                      tick: Any, placed: list[np.ndarray]) -> list[np.ndarray] | None:
+    """The runs of :func:`_place_groups` when each is one :func:`_place_run`."""
+    sn = 0
+    for comp, count in runs:
+        tick()
+        parts = [(i, c) for i, c in enumerate(comp) if c]
+        at = _place_run(supernodes, layout, sets, parts, count, sn, caps, placed)
+        if at is None:
+            return None
+        sn = at
+    tick()
+    return placed
 
 
 def _place_run(supernodes: list[tuple[str, np.ndarray]], layout: SupernodeLayout, sets: list[_Set],
@@ -983,7 +1264,7 @@ def _place_run(supernodes: list[tuple[str, np.ndarray]], layout: SupernodeLayout
     units = np.minimum(np.maximum(count - before, 0), room)
     if int(units.sum()) < count:
         return None
-    last = int(np.flatnonzero(units)[-1])
+    last = int(_nonzero(units)[-1])
     hi = int(layout.ends[sn + last])
     members = layout.members[lo:hi]
     owner = layout.owner[lo:hi] - sn
@@ -994,8 +1275,13 @@ def _place_run(supernodes: list[tuple[str, np.ndarray]], layout: SupernodeLayout
     already -= already[first][owner]              # ... within the member's own supernode
     units = units[: last + 1][owner]              # per member: its supernode's units
     take = np.minimum(np.maximum(units * per_unit - already, 0), cap)
-    hit = np.flatnonzero(take)
-    rows, take, already, units = members[hit], take[hit], already[hit], units[hit]
+    hit = _nonzero(take)
+    rows, take = members[hit], take[hit]
+    if len(parts) == 1:             # one set takes every pod of the run
+        placed[parts[0][0]][rows] += take
+        caps.place(s, rows, take)
+        return sn + last
+    already, units = already[hit], units[hit]
     start = 0
     for i, c in parts:                            # set i takes pods [start, end) of the unit(s)
         end = start + c
@@ -1013,7 +1299,7 @@ def _place_run_per_supernode(sets: list[_Set], comp: list[int], count: int, boun
     the general case (several sets per unit, or supernodes sharing nodes). The
     supernode the run ends in, or None."""
     left = count
-    candidates = (np.flatnonzero(bound[sn:]) + sn).tolist()
+    candidates = (_nonzero(bound[sn:]) + sn).tolist()
     while left:
         while candidates and candidates[0] < sn:
             candidates.pop(0)
@@ -1289,7 +1575,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     for s in sets:
         if s.key not in now_by_key:
             tick()
-            now_by_key[s.key] = _now_capacity(known_now, s, free_now)
+            now_by_key[s.key] = _now_capacity(topo, known_now, s, free_now)
         caps_now.append(now_by_key[s.key])
         caps_empty.append(_empty_capacity(topo, s))
         if s.key not in sums:
@@ -1328,7 +1614,8 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     if groups is not None and not supernodes:
         notes.append("the cluster has no supernode labels or tier-1 HyperNodes: GPU groups not checked")
     if plan is not None and plan.units:
-        slots_empty = _empty_supernode_slots(topo, sets, plan, caps_empty, supernodes, supernode_labels)
+        slots_empty = _empty_supernode_slots(topo, sets, plan, caps_empty, supernodes, supernode_labels,
+                                             alloc)
         reason = _groups_never(topo, plan, alloc, supernodes, slots_empty)
         if reason is not None:
             if autoscaling:
@@ -1353,7 +1640,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         return queue
     caps = _Caps(sets, free_now.copy(), now_by_key)
     if plan is not None and plan.units:
-        placed = _place_groups(topo, sets, plan, caps, supernodes, tick)
+        placed = _place_groups(topo, sets, plan, caps, supernodes, supernode_labels, tick)
     elif flexible:
         placed = _place_flexible(caps, sets, flexible)
     else:
@@ -1367,7 +1654,8 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, [sums[s.key][0] for s in sets])
     reason, path = now if now is not None else (None, "")
     if reason is None and plan is not None and plan.units:
-        slots = int(_supernode_slots(topo, sets, plan, caps_now, supernodes).sum())
+        slots = int(_supernode_slots(topo, sets, plan, caps_now, supernodes, supernode_labels,
+                                     free_now).sum())
         if slots < plan.units:
             reason = (f"{plan.units} units ({_unit_label(plan)}) needed, the supernodes' free resources "
                       f"hold {slots} now")

@@ -816,6 +816,9 @@ class Topology:
         """Derived data remembered under ``key``, if computed from these ``versions``."""
         entry = self.cache.get(key)
         if entry is not None and entry[0] == versions:
+            # A hit moves the entry to the back (least recently used out first), so data
+            # every review reads is not evicted by a stream of one-off job shapes.
+            self.cache[key] = self.cache.pop(key)
             return entry[1]
         return None
 

@@ -322,7 +322,8 @@ def group_cases(draw: st.DrawFn) -> tuple[list[Obj], Obj, int, int]:
         clique = draw(st.sampled_from(["s0", "s1", "s2", None]))
         if clique:
             labels[CLIQUE] = clique
-        alloc = {"cpu": str(draw(st.integers(1, 8))), GPU: str(draw(st.integers(0, 4))), "pods": "8"}
+        alloc = {"cpu": str(draw(st.integers(1, 8))), "memory": str(draw(st.integers(1, 8))),
+                 GPU: str(draw(st.integers(0, 4))), "pods": "8"}
         objects.append(
             {
                 "apiVersion": "v1",
@@ -355,7 +356,9 @@ def group_cases(draw: st.DrawFn) -> tuple[list[Obj], Obj, int, int]:
     unit = g * draw(st.integers(1, 3))
     tasks: list[Obj] = []
     for t in range(draw(st.integers(1, 2))):
-        request = {GPU: str(g), "cpu": str(draw(st.integers(0, 2)))}
+        # CPU and memory both vary: pod sets limited by different resources can share a
+        # node where neither fits twice, which a bound on supernode slots must allow for.
+        request = {GPU: str(g), "cpu": str(draw(st.integers(0, 4))), "memory": str(draw(st.integers(0, 4)))}
         tasks.append(
             {
                 "name": f"t{t}",
@@ -423,7 +426,7 @@ def groups_fit_empty(objects: list[Obj], job: Obj, g: int, unit: int) -> bool:
     return search(0)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(group_cases())
 def test_gpu_group_verdicts_never_contradict_brute_force(case: tuple[list[Obj], Obj, int, int]) -> None:
     objects, job, g, unit = case
@@ -455,3 +458,49 @@ def test_gpu_group_verdicts_never_contradict_brute_force(case: tuple[list[Obj], 
                         counts[clique[name]] = counts.get(clique[name], 0) + c
             pods = sum(t["replicas"] for t in job["spec"]["tasks"])
             assert sum(c // (unit // g) for c in counts.values()) >= pods * g // unit
+
+
+def test_gpu_pods_of_different_shapes_share_a_node() -> None:
+    """A CPU-heavy and a memory-heavy pod of 4 GPUs each fit one 8-GPU node together though
+    neither fits it twice: a group of 8 GPUs can form in a one-node supernode. Taking the
+    best single shape per node as the slot bound once rejected this job (GG405)."""
+    nodes = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"n{i}", "labels": {CLIQUE: f"s{i}"}},
+            "spec": {},
+            "status": {"allocatable": {"cpu": "100", "memory": "100", GPU: "8", "pods": "8"}},
+        }
+        for i in range(2)
+    ]
+
+    def task(name: str, cpu: str, memory: str) -> Obj:
+        request = {GPU: "4", "cpu": cpu, "memory": memory}
+        return {
+            "name": name,
+            "replicas": 1,
+            "template": {
+                "metadata": {"annotations": {"metax-tech.com/gpu-group-size": "8"}},
+                "spec": {"containers": [{"name": "m", "image": "x",
+                                         "resources": {"requests": request, "limits": request}}]},
+            },
+        }
+
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "mixed", "namespace": "x"},
+        "spec": {"schedulerName": "volcano", "minAvailable": 2,
+                 "tasks": [task("cpu-heavy", "60", "10"), task("memory-heavy", "10", "60")]},
+    }
+    assert groups_fit_empty(nodes, job, 4, 8)
+    policy = Policy()
+    workload = build_workload(job)
+    assert workload is not None
+    ctx = Context(policy=policy, clusters=[ClusterSnapshot("c", Topology.from_objects(nodes, policy))])
+    result = feasibility(workload, ctx)
+    assert result is not None
+    outcome = result.outcomes[0]
+    assert outcome.verdict == Verdict.FITS, f"{outcome.rule} {outcome.message}"
+    assert outcome.witness is not None and witness_valid(job, nodes, outcome.witness)
