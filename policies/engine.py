@@ -62,10 +62,16 @@ def ignored_rules(doc: dict[str, Any]) -> frozenset[str]:
 
 def _severity_override(rule: Rule, policy: Policy) -> Severity | None:
     """The severity the policy sets for a rule, worked out once per loaded policy."""
-    overrides: dict[str, Severity | None] = policy.memo.setdefault("severity_overrides", {})
-    if rule.id not in overrides:
-        overrides[rule.id] = policy.rule_setting(rule.id, rule.slug).severity
-    return overrides[rule.id]
+    overrides: dict[str, Severity | None] | None = policy.memo.get("severity_overrides")
+    if overrides is None:
+        overrides = policy.memo["severity_overrides"] = {}
+    found = overrides.get(rule.id, _UNKNOWN)
+    if found is _UNKNOWN:
+        found = overrides[rule.id] = policy.rule_setting(rule.id, rule.slug).severity
+    return found  # type: ignore[no-any-return]
+
+
+_UNKNOWN: Any = object()
 
 
 class InternalError(Problem):
@@ -78,8 +84,8 @@ def _finding(rule: Rule, problem: Problem, ref: ObjectRef | None, policy: Policy
         severity = Severity.WARNING
     else:
         severity = _severity_override(rule, policy) or problem.severity or rule.severity
-    return Finding(rule=rule.id, slug=rule.slug, severity=severity, message=problem.message,
-                   path=problem.path, fixable=problem.fixable, object=ref)
+    # positional (rule, slug, severity, message, path, fixable, object): cheaper than keywords
+    return Finding(rule.id, rule.slug, severity, problem.message, problem.path, problem.fixable, ref)
 
 
 def input_finding(rule_id: str, message: str, path: str = "", ref: ObjectRef | None = None,
@@ -149,8 +155,9 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
         return Evaluation(object=ref)
 
     ignored = ignored_rules(doc)
-    ctx = Context(policy=policy, clusters=clusters, deadline=deadline)
-    result = Evaluation(object=ref, workload=workload)
+    # positional: cheaper than keywords, and this runs on every object
+    ctx = Context(policy, clusters, {}, deadline)
+    result = Evaluation(ref, workload)
     mutating, checking = _rules_to_run(policy, ignored, topology=clusters is not None)
 
     current = doc

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import marshal
 import time
 import zlib
 from collections import OrderedDict
@@ -91,7 +92,8 @@ class Demand:
     hard: int                   # pods any run needs (the gang's share; never-checks)
     want: int                   # pods to place for fits/waits
     # The eligibility inputs (tolerations, nodeSelector, required node affinity, nodeName)
-    # as canonical text: equality and hashing go by it, as the eligibility cache does.
+    # as text (:func:`_signature`: equal text, equal inputs): equality and hashing go by
+    # it, as the eligibility cache does.
     signature: str
     # The same inputs as written, read only to compute eligibility on a miss.
     placement: Mapping[str, Any] = field(compare=False, repr=False)
@@ -175,34 +177,40 @@ class Feasibility:
 
 def _is_gang(workload: Workload) -> bool:
     """Pods placed all-or-nothing: a gang kind under a batch scheduler (not the default one)."""
-    if not workload.spec.gang:
-        return False
-    if not scheduler_known(workload):
-        return any(q.explicit and q.system == "volcano" for q in workload.queues)
-    return any(p.scheduler != DEFAULT_SCHEDULER for p in workload.gang_pod_sets)
+    return _gang_and_volcano(workload)[0]
 
 
 def _uses_volcano(workload: Workload) -> bool:
+    return _gang_and_volcano(workload)[1]
+
+
+def _gang_and_volcano(workload: Workload) -> tuple[bool, bool]:
+    """(:func:`_is_gang`, :func:`_uses_volcano`) of ``workload``, its schedulers read once."""
     if not scheduler_known(workload):
-        return any(q.explicit and q.system == "volcano" for q in workload.queues)
-    return any(p.scheduler == VOLCANO_SCHEDULER for p in workload.gang_pod_sets)
+        volcano = any(q.explicit and q.system == "volcano" for q in workload.queues)
+        return bool(workload.spec.gang) and volcano, volcano
+    schedulers = {p.scheduler for p in workload.gang_pod_sets}
+    return (bool(workload.spec.gang) and bool(schedulers - {DEFAULT_SCHEDULER}),
+            VOLCANO_SCHEDULER in schedulers)
 
 
 def demands_for(workload: Workload) -> list[Demand] | None:
     """The pod sets to place, or None when a request does not parse (GG504 reports it)."""
+    return _demands(workload, _is_gang(workload))
+
+
+def _demands(workload: Workload, gang: bool) -> list[Demand] | None:
+    """:func:`demands_for`, with :func:`_is_gang` of ``workload`` already known."""
     sets = [p for p in workload.gang_pod_sets if p.gang_count > 0 or p.replicas > 0]
-    if any(p.request_errors for p in sets):
-        return None
-    requests = [{r: max(0, scheduler_units(r, q)) for r, q in p.requests.items()} for p in sets]
-    for req in requests:
-        req["pods"] = req.get("pods", 0) + 1
-    gang = _is_gang(workload)
-    counts = [p.gang_count if gang else p.replicas for p in sets]
-    total = sum(counts)
-    if gang and 0 < workload.gang_min < total:
+    for p in sets:
+        if p.request_errors:
+            return None
+    units = _pod_units(sets)
+    counts = [p.gang_count for p in sets] if gang else [p.replicas for p in sets]
+    if gang and 0 < workload.gang_min < sum(counts):
         # Flexible gang (Volcano minAvailable below the tasks' sum): any gang_min pods will
         # do, so no pod set is individually required; place the cheapest ones.
-        order = sorted(range(len(sets)), key=lambda i: sorted(requests[i].items()))
+        order = sorted(range(len(sets)), key=lambda i: sorted(units[i]))
         want = [0] * len(sets)
         left = workload.gang_min
         for i in order:
@@ -213,39 +221,86 @@ def demands_for(workload: Workload) -> list[Demand] | None:
     else:
         want = counts
         hard = counts if gang else [min(1, c) for c in counts]
-    return [_demand(p, req, h, w) for p, req, h, w in zip(sets, requests, hard, want, strict=True)]
+    demands: list[Demand] = []
+    placements: list[tuple[str, dict[str, Any]]] = []   # the distinct ones so far
+    for p, u, h, w in zip(sets, units, hard, want, strict=True):
+        parts = _placement_parts(p.spec)
+        signature = _parts_signature(list(parts))
+        # Pod sets of one template share one signature object (hashed once by every cache
+        # and the memo) and one placement.
+        for known in placements:
+            if known[0] == signature:
+                signature, placement = known
+                break
+        else:
+            placement = _placement_of(*parts)
+            placements.append((signature, placement))
+        demands.append(Demand(p.name, p.path, p.replicas, u, h, w, signature, placement))
+    return demands
 
 
-def _demand(pod_set: PodSet, request: dict[str, int], hard: int, want: int) -> Demand:
-    placement = _placement(pod_set.spec)
-    return Demand(pod_set.name, pod_set.path, pod_set.replicas, tuple(request.items()), hard, want,
-                  _signature(placement), placement)
+def _pod_units(sets: Sequence[PodSet]) -> list[tuple[tuple[str, int], ...]]:
+    """Scheduler units per pod of each pod set, ``pods: 1`` included, in request order.
+
+    Pod sets of one template request alike: equal requests (exact fractions, so equality
+    is exact) share one conversion."""
+    found: list[tuple[tuple[str, int], ...]] = []
+    done: list[tuple[Mapping[str, Any], tuple[tuple[str, int], ...]]] = []
+    for pod_set in sets:
+        requests = pod_set.requests
+        units = None
+        for seen, seen_units in done:
+            if seen == requests:
+                units = seen_units
+                break
+        if units is None:
+            per_pod = {r: max(0, scheduler_units(r, q)) for r, q in requests.items()}
+            per_pod["pods"] = per_pod.get("pods", 0) + 1
+            units = tuple(per_pod.items())
+            done.append((requests, units))
+        found.append(units)
+    return found
 
 
 def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     """The question ``workload`` asks of a cluster under ``policy``; None when there is
     nothing to place (no pods, or a request that does not parse: GG504 reports it)."""
-    demands = demands_for(workload)
+    gang, volcano = _gang_and_volcano(workload)
+    demands = _demands(workload, gang)
     if demands is None or not any(d.want for d in demands):
         return None
-    gang = _is_gang(workload)
     flexible = workload.gang_min if gang and all(d.hard == 0 for d in demands) else 0
-    queue = None
-    if _uses_volcano(workload):
-        queue = next((q for q in workload.queues if q.system == "volcano" and q.explicit), None) or \
-            next((q for q in workload.queues if q.system == "volcano"), None)
+    queue = _volcano_queue(workload) if volcano else None
     spec = group_sizes(workload, policy)
     groups = None if spec is None else GroupQuestion(spec.size, spec.atomic, spec.size_path, spec.atomic_path,
                                                      bool(spec.pod_sets))
+    # Once per distinct placement and request: pod sets of one template share them.
+    placements = {d.signature: d.placement for d in demands}
+    if len(placements) == 1:
+        label_keys = _signature_label_keys(*next(iter(placements.items())))
+    else:
+        label_keys = tuple(sorted({k for signature, placement in placements.items()
+                                   for k in _signature_label_keys(signature, placement)}))
     gpu_names = policy.gpu_resources
+    requests = {id(d.units): d.units for d in demands}.values()
     return FitQuestion(
         demands=tuple(demands), flexible_min=flexible, queue=queue, namespace=workload.namespace,
         groups=groups,
-        gpu_resources=frozenset(r for d in demands for r, v in d.units if v > 0 and r in gpu_names),
+        gpu_resources=frozenset(r for units in requests for r, v in units if v > 0 and r in gpu_names),
         supernode_labels=tuple(policy.gpu.get("supernodeLabels", [])),
         autoscaling=bool(policy.feasibility.get("autoscaling")),
-        label_keys=tuple(sorted({k for placement in {d.signature: d.placement for d in demands}.values()
-                                 for k in _label_keys(placement)})))
+        label_keys=label_keys)
+
+
+def _volcano_queue(workload: Workload) -> QueueRef | None:
+    """The Volcano queue the gang is admitted through: an explicit one first."""
+    found = None
+    for q in workload.queues:
+        if q.system == "volcano":
+            if q.explicit:
+                return q
+            found = found or q
+    return found
 
 
 # -- formatting --------------------------------------------------------------------------
@@ -269,24 +324,53 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 def _required_affinity(spec: Mapping[str, Any]) -> Any:
     affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    return node_affinity.get(_REQUIRED) if isinstance(node_affinity, Mapping) else None
+    if affinity is None:
+        return None
+    # dict first: the ABC check costs several times more, and parsed documents hold dicts.
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) or \
+        isinstance(affinity, Mapping) else None
+    return node_affinity.get(_REQUIRED) if isinstance(node_affinity, dict) or \
+        isinstance(node_affinity, Mapping) else None
 
 
-def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
+def _placement_parts(spec: Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """(tolerations, nodeSelector, required node affinity, nodeName) of a pod spec, as
+    written: everything eligibility reads, in :func:`_signature`'s order."""
+    return spec.get("tolerations"), spec.get("nodeSelector"), _required_affinity(spec), spec.get("nodeName")
+
+
+def _placement_of(tolerations: Any, selector: Any, required: Any, node_name: Any) -> dict[str, Any]:
     """The parts of a pod spec that decide which nodes it may use (what
-    :func:`eligible_mask` reads), as a pod spec of its own."""
-    placement = {"tolerations": spec.get("tolerations"), "nodeSelector": spec.get("nodeSelector"),
-                 "nodeName": spec.get("nodeName")}
-    required = _required_affinity(spec)
+    :func:`eligible_mask` reads, from :func:`_placement_parts`), as a pod spec of its own."""
+    placement = {"tolerations": tolerations, "nodeSelector": selector, "nodeName": node_name}
     if required is not None:
         placement["affinity"] = {"nodeAffinity": {_REQUIRED: required}}
     return placement
 
 
 def _signature(spec: Mapping[str, Any]) -> str:
-    parts = [spec.get("tolerations"), spec.get("nodeSelector"), _required_affinity(spec),
-             spec.get("nodeName")]
+    """The eligibility inputs of a pod spec (tolerations, nodeSelector, required node
+    affinity, nodeName) as text: equal text means equal inputs, so equal eligibility."""
+    return _parts_signature(list(_placement_parts(spec)))
+
+
+def _parts_signature(parts: list[Any]) -> str:
+    """:func:`_signature` of the eligibility inputs ``parts``.
+
+    Usually ``marshal`` format 2, several times cheaper than sorted JSON, and sound: format
+    2 writes no back-references, so its bytes are a function of the value alone; every
+    type has a code of its own (``True``, ``1``, ``1.0`` and ``"1"`` all differ, as keys
+    too) and strings are written losslessly (UTF-8, lone surrogates kept), so equal bytes
+    load back to equal values of equal types. Equal mappings with their keys in another
+    order give other bytes: a cache miss, never a wrong hit. Anything but plain built-in
+    values (subclasses included), and nesting deeper than marshal allows, raise ValueError
+    and get the sorted JSON text instead, which starts with ``[``: never equal to an ``m``
+    signature.
+    """
+    try:
+        return "m" + marshal.dumps(parts, 2).decode("latin-1")
+    except ValueError:
+        pass
     try:
         return json.dumps(parts, sort_keys=True, default=str)
     except TypeError:  # YAML allows non-string keys ({1: a}), which do not sort among strings

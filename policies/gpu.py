@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.config import Policy
-from policies.quantity import exact_sum, is_positive
+from policies.quantity import QuantityError, exact_sum, is_positive, parse_quantity
 from policies.workload import PodSet, Workload
 
 
@@ -19,8 +18,10 @@ def gpu_requests(pod_set: PodSet, policy: Policy) -> dict[str, Fraction]:
     found = pod_set.memo.get(key)
     if found is None:
         resources = policy.gpu_resources
-        found = pod_set.memo[key] = {r: q for r, q in pod_set.requests.items()
-                                     if r in resources and is_positive(q)}
+        found = pod_set.memo[key] = {}
+        for resource, amount in pod_set.requests.items():  # is_positive, inlined: per resource
+            if resource in resources and amount.numerator > 0:
+                found[resource] = amount
     return found  # type: ignore[no-any-return]
 
 
@@ -47,15 +48,18 @@ def gpu_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:
     return [p for p in workload.pod_sets if is_positive(gpus_per_pod(p, policy))]
 
 
-@dataclass(frozen=True)
-class GpuResourceEntry:
-    """One container's GPU resources as written (not defaulted): for limit/request rules."""
+class GpuResourceEntry(NamedTuple):
+    """One container's GPU resources as written (not defaulted): for limit/request rules.
+    (A named tuple: immutable, and cheaper to build than a frozen dataclass.)"""
 
     container: str              # container name
     path: str                   # JSON Pointer of the container's ``resources``
     resource: str
     request: Any                # raw value, or None when not set
     limit: Any
+    # Parsed once for GG502 and GG503; None when not set or not a quantity (GG504's).
+    request_amount: Fraction | None = None
+    limit_amount: Fraction | None = None
 
 
 def raw_gpu_resources(pod_set: PodSet, policy: Policy) -> tuple[GpuResourceEntry, ...]:
@@ -80,15 +84,28 @@ def _raw_gpu_resources(pod_set: PodSet, gpu_resources: dict[str, str]) -> tuple[
         requests = requests if isinstance(requests, dict) else {}
         limits = limits if isinstance(limits, dict) else {}
         named: dict[str, None] = {}  # ordered, each once: requests first, then limits
-        for part in (requests, limits):
-            for resource in part:
-                if resource in gpu_resources:
-                    named[resource] = None
+        for resource in requests:
+            if resource in gpu_resources:
+                named[resource] = None
+        for resource in limits:
+            if resource in gpu_resources:
+                named[resource] = None
         if not named:
             continue
         name = container.get("name")
         name = name if isinstance(name, str) else "?"
         for resource in named:
-            found.append(GpuResourceEntry(name, path + "/resources", resource, requests.get(resource),
-                                          limits.get(resource)))
+            request, limit = requests.get(resource), limits.get(resource)
+            found.append(GpuResourceEntry(name, path + "/resources", resource, request, limit,
+                                          _amount(request), _amount(limit)))
     return tuple(found)
+
+
+def _amount(raw: Any) -> Fraction | None:
+    """The quantity ``raw``; None when unset (None) or not a quantity."""
+    if raw is None:
+        return None
+    try:
+        return parse_quantity(raw)
+    except QuantityError:
+        return None

@@ -12,10 +12,10 @@ Rules GG201-GG205 and the feasibility check GG405 all read groups through here.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.config import Policy
 from policies.findings import join_pointer
@@ -42,9 +42,9 @@ def parse_group_size(raw: Any) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class GroupValue:
-    """One place a group-size annotation is written."""
+class GroupValue(NamedTuple):
+    """One place a group-size annotation is written. (A named tuple: immutable, and built
+    several times cheaper than a frozen dataclass, on every object with a group size.)"""
 
     key: str                    # the annotation key
     raw: Any                    # as written
@@ -57,8 +57,7 @@ class GroupValue:
         return f"pod set {self.pod_set.name}" if self.pod_set is not None else "workload metadata"
 
 
-@dataclass(frozen=True)
-class GroupAnnotations:
+class GroupAnnotations(NamedTuple):
     """Every place G and A are written on a workload."""
 
     size: list[GroupValue]      # G on pod templates first, then on workload metadata
@@ -70,14 +69,19 @@ def _values(workload: Workload, key: str) -> list[GroupValue]:
     for pod_set in workload.gang_pod_sets:
         if key in pod_set.annotations:
             raw = pod_set.annotations[key]
-            found.append(GroupValue(key, raw, parse_group_size(raw),
-                                    join_pointer(pod_set.path, "metadata", "annotations", key), pod_set))
+            found.append(GroupValue(key, raw, parse_group_size(raw), pod_set.path + _annotation_path(key),
+                                    pod_set))
     # A bare Pod is its own template: its metadata was read above, as the pod's.
     if key in workload.annotations and not any(p.template is workload.doc for p in workload.pod_sets):
         raw = workload.annotations[key]
-        found.append(GroupValue(key, raw, parse_group_size(raw),
-                                join_pointer("/metadata/annotations", key), None))
+        found.append(GroupValue(key, raw, parse_group_size(raw), _annotation_path(key), None))
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _annotation_path(key: str) -> str:
+    """``/metadata/annotations/<key>``, escaped: the same few policy keys on every object."""
+    return join_pointer("/metadata/annotations", key)
 
 
 def group_annotations(workload: Workload, policy: Policy) -> GroupAnnotations:
@@ -91,8 +95,7 @@ def group_annotations(workload: Workload, policy: Policy) -> GroupAnnotations:
     return found
 
 
-@dataclass(frozen=True)
-class GpuPodSet:
+class GpuPodSet(NamedTuple):
     pod_set: PodSet
     gpus: Fraction              # g: GPUs per pod (effective request)
 
@@ -101,9 +104,9 @@ class GpuPodSet:
         return self.gpus * self.pod_set.replicas
 
 
-@dataclass(frozen=True)
-class GroupSpec:
-    """The group sizes of one workload, resolved. ``atomic`` is ``size`` when A is not set."""
+class GroupSpec(NamedTuple):
+    """The group sizes of one workload, resolved. ``atomic`` is ``size`` when A is not set.
+    (Named tuples, here and above: immutable, and cheaper to build than frozen dataclasses.)"""
 
     size: int                   # G
     atomic: int                 # A
@@ -185,8 +188,12 @@ def _group_sizes(workload: Workload, policy: Policy) -> GroupSpec | None:
     atomic_ok, atomic = _in_force(found.atomic)
     if not (size_ok and atomic_ok) or size is None or size.value is None:
         return None
-    pod_sets = tuple(GpuPodSet(p, g) for p in workload.gang_pod_sets
-                     if is_positive(g := gpus_per_pod(p, policy)))
+    gpu_pod_sets: list[GpuPodSet] = []
+    for pod_set in workload.gang_pod_sets:  # a loop, not a generator: on every object with G
+        gpus = gpus_per_pod(pod_set, policy)
+        if is_positive(gpus):
+            gpu_pod_sets.append(GpuPodSet(pod_set, gpus))
+    pod_sets = tuple(gpu_pod_sets)
     if atomic is not None and atomic.value is not None:
         return GroupSpec(size.value, atomic.value, size.path, atomic.path, pod_sets)
     return GroupSpec(size.value, size.value, size.path, "", pod_sets)

@@ -119,9 +119,9 @@ def is_cpu(resource: str) -> bool:
 
 def scheduler_units(resource: str, amount: Fraction) -> int:
     """The integer the scheduler compares: millicores for CPU, units otherwise, rounded up."""
-    if is_cpu(resource):
-        return math.ceil(amount * 1000)
-    return math.ceil(amount)
+    # Ceiling by integer floor division: exact, and about 3x cheaper than Fraction arithmetic.
+    scale = 1000 if is_cpu(resource) else 1
+    return -(-amount.numerator * scale // amount.denominator)
 
 
 def format_quantity(resource: str, units: int | Fraction) -> str:

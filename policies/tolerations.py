@@ -38,3 +38,23 @@ def any_tolerates(tolerations: Any, key: str, value: str, effect: str = NO_SCHED
         if tolerates(toleration, key, value, effect):
             return True
     return False
+
+
+def exact_tolerations(tolerations: Any) -> frozenset[tuple[str, str, str]]:
+    """(key, value, effect) of every ``Equal`` toleration with a key in a pod spec's
+    ``tolerations`` list, effect "" when it has none: each tolerates the taints
+    ``key=value:effect`` (any effect for ""). A lookup here answers :func:`any_tolerates`
+    for the tolerations a mutating webhook injects; anything not found must still be
+    asked of :func:`any_tolerates` (``Exists``, keyless, ...)."""
+    if not isinstance(tolerations, list):
+        return frozenset()
+    found: set[tuple[str, str, str]] = set()
+    for toleration in tolerations:
+        if type(toleration) is not dict:
+            continue
+        key = toleration.get("key") or ""
+        effect = toleration.get("effect") or ""
+        if (type(key) is str and key and type(effect) is str
+                and (toleration.get("operator") or "Equal") == "Equal"):
+            found.add((key, str(toleration.get("value") or ""), effect))
+    return frozenset(found)

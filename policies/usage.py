@@ -25,7 +25,7 @@ from policies.findings import join_pointer, pointer_tokens
 from policies.gpu import gpus_per_pod, is_gpu_workload
 from policies.patch import PatchOp, clone
 from policies.quantity import is_positive
-from policies.tolerations import NO_SCHEDULE, any_tolerates
+from policies.tolerations import NO_SCHEDULE, any_tolerates, exact_tolerations
 from policies.workload import PodSet, Workload
 
 __all__ = [
@@ -194,10 +194,12 @@ def affinity_expressions(pod_set: PodSet) -> AffinityExpressions:
 
 def _read_affinity(spec: dict[str, Any]) -> AffinityExpressions:
     found = AffinityExpressions([], [])
-    node_affinity = _get(spec, "affinity", "nodeAffinity")
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
     if not isinstance(node_affinity, dict):
         return found
-    terms = _get(node_affinity, _REQUIRED, "nodeSelectorTerms")
+    required = node_affinity.get(_REQUIRED)
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
     if isinstance(terms, list):
         for t, term in enumerate(terms):
             _add_expressions(t, term, found.required)
@@ -395,14 +397,10 @@ class _Builder:
         map key that is not a string (YAML ``1:``) is found by the model but not by a JSON
         Pointer walk, and the walk is the truth here. On the workload's own (unpatched)
         document the walk is remembered on the pod set, for the next builder."""
-        found = pod_set.memo.get("spec_walk")
-        if found is None:
-            tokens = (*pointer_tokens(pod_set.path), "spec")
-            node = _walk(self.work, tokens) if not self._copied else _UNSEEN
-            found = pod_set.memo["spec_walk"] = (tokens, node)
-        tokens, node = found
-        if not self._copied and node is not _UNSEEN:
-            self._found[tokens] = node
+        if self._copied:
+            return _spec_tokens(pod_set)
+        tokens, node = _spec_walk(pod_set, self.work)
+        self._found[tokens] = node
         return tokens
 
     def lookup_in(self, base: tuple[str, ...], rest: Sequence[str]) -> Any:
@@ -456,6 +454,22 @@ class _Builder:
 _UNSEEN: Any = object()
 
 
+def _spec_tokens(pod_set: PodSet) -> tuple[str, ...]:
+    """The JSON Pointer tokens of the pod set's spec, split once per pod set."""
+    found = pod_set.memo.get("spec_walk")
+    return found[0] if found is not None else (*pointer_tokens(pod_set.path), "spec")
+
+
+def _spec_walk(pod_set: PodSet, doc: Any) -> tuple[tuple[str, ...], Any]:
+    """(tokens, node) of the pod set's spec in ``doc``, its workload's own (unpatched) document,
+    found by walking the tokens (see :meth:`_Builder.enter`); remembered on the pod set."""
+    found: tuple[tuple[str, ...], Any] | None = pod_set.memo.get("spec_walk")
+    if found is None:
+        tokens = (*pointer_tokens(pod_set.path), "spec")
+        found = pod_set.memo["spec_walk"] = (tokens, _walk(doc, tokens))
+    return found
+
+
 def _walk(node: Any, tokens: Sequence[str]) -> Any:
     """The node at ``tokens`` below ``node``, or None."""
     for token in tokens:
@@ -503,6 +517,8 @@ def usage_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     if usage is None:
         return []
     wanted = _wanted_usage(usage_config(policy), usage)
+    if all(_carries_usage(p, _spec_walk(p, workload.doc)[1], wanted) for p in workload.pod_sets):
+        return []  # already mutated (the /validate case): nothing to build
     builder = _Builder(workload)
     out: list[PodSetPatch] = []
     for pod_set in workload.pod_sets:
@@ -533,6 +549,54 @@ def _wanted_usage(cfg: UsageConfig, usage: str) -> _WantedUsage:
             usage, cfg, frozenset(pools), ", ".join(pools), _required_expression(cfg, usage),
             tuple(_usage_tolerations(cfg, usage)))
     return found
+
+
+def _carries_usage(pod_set: PodSet, spec: Any, wanted: _WantedUsage) -> bool:
+    """Whether :func:`_inject_usage` would find nothing to add to the pod spec ``spec``:
+    every required term already says something about usage, a preferred term prefers a
+    pool, and every usage taint is tolerated. False whenever in doubt (the builder decides)."""
+    terms = _walk(spec, _TERMS_IN_SPEC)
+    if not isinstance(terms, list) or not terms:
+        return False
+    node_key = wanted.cfg.node_key
+    for term in terms:
+        if isinstance(term, dict) and not _says_usage(term, node_key, wanted.allowed):
+            return False
+    preferred = _walk(spec, _PREFERRED_IN_SPEC)
+    if not isinstance(preferred, list) or not _prefers_a_pool(preferred, node_key):
+        return False
+    return _tolerates_all(pod_set, spec, wanted.tolerations)
+
+
+def _tolerates(pod_set: PodSet, spec: Any, key: str, value: str, effect: str = NO_SCHEDULE) -> bool:
+    """``any_tolerates`` of the tolerations of ``spec``, the pod set's spec as walked (see
+    :meth:`_Builder.enter`). The usage and product checks both ask of every pod set: the
+    ``Equal`` tolerations are indexed once per pod set."""
+    if spec is pod_set.spec:  # nearly always: the walk found the model's own spec
+        index: frozenset[tuple[str, str, str]] | None = pod_set.memo.get("exact_tolerations")
+        if index is None:
+            index = pod_set.memo["exact_tolerations"] = exact_tolerations(spec.get("tolerations"))
+        if (key, value, effect) in index or (key, value, "") in index:
+            return True
+    existing = spec.get("tolerations") if isinstance(spec, dict) else None
+    return any_tolerates(existing, key, value, effect)
+
+
+def _tolerates_all(pod_set: PodSet, spec: Any, wanted: Iterable[dict[str, Any]]) -> bool:
+    """Whether the pod spec's tolerations already tolerate every toleration of ``wanted``
+    (what :func:`_add_tolerations` would skip)."""
+    for tol in wanted:
+        if not _tolerates(pod_set, spec, tol["key"], tol["value"], tol["effect"]):
+            return False
+    return True
+
+
+def _tolerates_products(pod_set: PodSet, spec: Any, pairs: list[tuple[str, str]]) -> bool:
+    """:func:`_tolerates_all` of the :func:`product_toleration` of each (label, product)."""
+    for label, product in pairs:
+        if not _tolerates(pod_set, spec, label, product):
+            return False
+    return True
 
 
 def _inject_usage(builder: _Builder, spec_tokens: tuple[str, ...], wanted: _WantedUsage) -> list[str]:
@@ -577,12 +641,16 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     """
     if not in_scope(workload, policy):
         return []
+    pinned = [(pod_set, pinned_products(pod_set, workload, policy,
+                                        include_workload_label=is_positive(gpus_per_pod(pod_set, policy))))
+              for pod_set in workload.pod_sets]
+    if all(not pairs or _tolerates_products(pod_set, _spec_walk(pod_set, workload.doc)[1], pairs)
+           for pod_set, pairs in pinned):
+        return []  # already mutated (the /validate case), or pinned to nothing: nothing to build
     builder = _Builder(workload)
     out: list[PodSetPatch] = []
-    for pod_set in workload.pod_sets:
+    for pod_set, pairs in pinned:
         start = len(builder.ops)
-        pairs = pinned_products(pod_set, workload, policy,
-                                include_workload_label=is_positive(gpus_per_pod(pod_set, policy)))
         if not pairs:
             continue  # not pinned: nothing to tolerate
         injected: list[str] = []

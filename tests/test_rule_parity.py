@@ -43,7 +43,23 @@ from policies.gpu import gpu_pod_sets, gpu_requests, gpus_per_pod, is_gpu_worklo
 from policies.groups import group_annotations, group_sizes, is_multiple  # noqa: E402
 from policies.quantity import exact_sum, is_positive  # noqa: E402
 from policies.registry import all_rules  # noqa: E402
-from policies.usage import in_scope, pinned_products, usage_conflicts, workload_usage  # noqa: E402
+from policies.tolerations import any_tolerates, exact_tolerations  # noqa: E402
+from policies.usage import (  # noqa: E402
+    _add_tolerations,
+    _Builder,
+    _carries_usage,
+    _inject_usage,
+    _spec_walk,
+    _tolerates_products,
+    _wanted_usage,
+    in_scope,
+    pinned_products,
+    product_toleration,
+    usage_config,
+    usage_conflicts,
+    usage_patch,
+    workload_usage,
+)
 from policies.workload import ShapeError, Workload, build_workload, is_kubernetes_object  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
@@ -341,6 +357,103 @@ def test_pointers_round_trip(tokens: list[str]) -> None:
     pointer = join_pointer("", *tokens)
     assert split_pointer(pointer) == tokens
     assert split_pointer(pointer) == tokens  # the remembered split as well
+
+
+# -- shortcuts must answer as the long way would ------------------------------------------
+
+_TOLERATION_KEYS = st.sampled_from(["", "a", "b", 0, None])
+_TOLERATION = st.one_of(
+    st.fixed_dictionaries({}, optional={
+        "key": _TOLERATION_KEYS,
+        "operator": st.sampled_from(["Equal", "Exists", "", "In", None]),
+        "value": st.sampled_from(["", "x", "y", 0, 1, None, True]),
+        "effect": st.sampled_from(["", "NoSchedule", "NoExecute", None, 0]),
+    }),
+    st.sampled_from([None, "a", 3, []]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TOLERATION, max_size=5), st.sampled_from(["a", "b"]), st.sampled_from(["", "x", "y", "0"]),
+       st.sampled_from(["NoSchedule", "NoExecute"]))
+def test_toleration_index_never_claims_more_than_any_tolerates(tolerations: list[Any], key: str, value: str,
+                                                              effect: str) -> None:
+    """A hit in the index of ``Equal`` tolerations is a toleration that tolerates the taint."""
+    index = exact_tolerations(tolerations)
+    if (key, value, effect) in index or (key, value, "") in index:
+        assert any_tolerates(tolerations, key, value, effect)
+
+
+def _without_last(doc: Any, key: str) -> Any:
+    """A copy of ``doc`` with the last item of every non-empty list under ``key`` removed."""
+    if isinstance(doc, dict):
+        return {k: (v[:-1] if k == key and isinstance(v, list) and v else _without_last(v, key))
+                for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_without_last(v, key) for v in doc]
+    return doc
+
+
+def _carried_samples() -> list[tuple[str, Any]]:
+    """Every sample as submitted, as the mutating webhook leaves it (which carries all), and
+    that with one toleration, required term expression or preferred term short."""
+    found = list(_SAMPLES)
+    policy = _POLICIES["default"]
+    for name, doc in _SAMPLES:
+        result = evaluate(copy.deepcopy(doc), policy)
+        if result.mutated is not None:
+            found.append((f"{name} (mutated)", result.mutated))
+            for key in ("tolerations", "matchExpressions", "preferredDuringSchedulingIgnoredDuringExecution"):
+                found.append((f"{name} (mutated, a {key} short)", _without_last(result.mutated, key)))
+    return found
+
+
+_CARRIED = _carried_samples()
+
+
+def test_nothing_to_add_shortcut_agrees_with_the_builder() -> None:
+    """Where GG101/GG102 conclude "nothing to add" without building a patch, building one
+    for every pod set finds nothing either; and the patches are those the builder makes."""
+    for sample in _CARRIED:
+        for policy in _POLICIES.values():
+            _check_shortcut(sample, policy)
+
+
+def _check_shortcut(sample: tuple[str, Any], policy: Policy) -> None:
+    name, doc = sample
+    try:
+        workload = build_workload(copy.deepcopy(doc)) if is_kubernetes_object(doc) else None
+    except ShapeError:
+        return
+    if workload is None or not in_scope(workload, policy):
+        return
+    usage, _ = workload_usage(workload, policy)
+    builder = _Builder(workload)
+    if usage is not None:
+        wanted = _wanted_usage(usage_config(policy), usage)
+        for pod_set in workload.pod_sets:
+            spec = _spec_walk(pod_set, workload.doc)[1]
+            if _carries_usage(pod_set, spec, wanted):
+                assert not _inject_usage(_Builder(workload), _Builder(workload).enter(pod_set), wanted), name
+        assert [p.ops for p in usage_patch(workload, policy)] == _long_usage_ops(workload, wanted), name
+    for pod_set in workload.pod_sets:
+        pairs = pinned_products(pod_set, workload, policy,
+                                include_workload_label=is_positive(gpus_per_pod(pod_set, policy)))
+        if pairs and _tolerates_products(pod_set, _spec_walk(pod_set, workload.doc)[1], pairs):
+            injected: list[str] = []
+            _add_tolerations(builder, builder.enter(pod_set),
+                             [product_toleration(label, product) for label, product in pairs], injected)
+            assert not injected, name
+
+
+def _long_usage_ops(workload: Workload, wanted: Any) -> list[list[Any]]:
+    """The ops of :func:`usage_patch` built for every pod set, without the shortcut."""
+    builder = _Builder(workload)
+    out: list[list[Any]] = []
+    for pod_set in workload.pod_sets:
+        start = len(builder.ops)
+        if _inject_usage(builder, builder.enter(pod_set), wanted):
+            out.append(copy.deepcopy(builder.ops[start:]))
+    return out
 
 
 def main(argv: list[str]) -> int:

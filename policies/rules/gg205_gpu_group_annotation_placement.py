@@ -68,8 +68,8 @@ SEVERITY = Severity.WARNING
 
 
 def _check_key(workload: Workload, values: list[GroupValue]) -> Iterator[Problem]:
-    if not values:
-        return
+    if not values or (len(values) == 1 and values[0].pod_set is not None):
+        return  # unset, or set on one pod template only (the usual case): nothing to compare
     on_templates = [v for v in values if v.pod_set is not None]
     on_metadata = [v for v in values if v.pod_set is None]
     key = values[0].key
@@ -93,5 +93,7 @@ def _check_key(workload: Workload, values: list[GroupValue]) -> Iterator[Problem
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     found = group_annotations(workload, ctx.policy)
-    yield from _check_key(workload, found.size)
-    yield from _check_key(workload, found.atomic)
+    if found.size:
+        yield from _check_key(workload, found.size)
+    if found.atomic:
+        yield from _check_key(workload, found.atomic)

@@ -70,7 +70,11 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
         return  # the kind has no Volcano queue at all: nothing to compare against
     # Annotations on the object's own metadata are flagged only where the queue is read
     # from metadata; kinds with a spec field may have controllers that copy annotations.
-    metadata_only = all(s.at.startswith("/metadata/") for s in sources)
+    metadata_only = True
+    for source in sources:  # a loop, not all(<generator>): this runs on every object
+        if not source.at.startswith("/metadata/"):
+            metadata_only = False
+            break
 
     candidates: list[tuple[str, str, str, str]] = []  # (scope, at, what, full path)
     if VOLCANO_QUEUE_LABEL in workload.labels:

@@ -68,10 +68,10 @@ _GROUP_WIDE = join_pointer("/metadata/annotations", GROUP_MIN_MEMBER_ANNOTATION)
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     if not workload.pod_sets:
         return
-    sources = [s for s in workload.spec.pod_sets if s.min_available]
     for pod_set in workload.gang_pod_sets:
         if pod_set.gang_count <= pod_set.replicas:
-            continue
+            continue  # the usual case: the sources are looked at only past this
+        sources = [s for s in workload.spec.pod_sets if s.min_available]
         source = next((s for s in sources if pod_set.path.startswith(s.at + "/")), None)
         if source is None or source.min_available is None:
             continue

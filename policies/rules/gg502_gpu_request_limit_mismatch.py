@@ -37,7 +37,6 @@ from collections.abc import Iterator
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer
 from policies.gpu import raw_gpu_resources
-from policies.quantity import QuantityError, parse_quantity
 from policies.workload import Workload
 
 ID = "GG502"
@@ -48,12 +47,9 @@ SEVERITY = Severity.ERROR
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     for pod_set in workload.pod_sets:
         for entry in raw_gpu_resources(pod_set, ctx.policy):
-            if entry.request is None or entry.limit is None:
-                continue
-            try:
-                request, limit = parse_quantity(entry.request), parse_quantity(entry.limit)
-            except QuantityError:
-                continue  # GG504 reports it
+            request, limit = entry.request_amount, entry.limit_amount
+            if request is None or limit is None:
+                continue  # one is not set, or not a quantity (GG504 reports it)
             if request != limit:
                 yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
                               f"{entry.resource} request {entry.request} differs from limit {entry.limit}; "

@@ -35,7 +35,6 @@ from collections.abc import Iterator
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer
 from policies.gpu import raw_gpu_resources
-from policies.quantity import QuantityError, parse_quantity
 from policies.workload import Workload
 
 ID = "GG503"
@@ -46,13 +45,10 @@ SEVERITY = Severity.ERROR
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     for pod_set in workload.pod_sets:
         for entry in raw_gpu_resources(pod_set, ctx.policy):
-            for part, raw in (("requests", entry.request), ("limits", entry.limit)):
-                if raw is None:
-                    continue
-                try:
-                    amount = parse_quantity(raw)
-                except QuantityError:
-                    continue  # GG504 reports it
+            for part, raw, amount in (("requests", entry.request, entry.request_amount),
+                                      ("limits", entry.limit, entry.limit_amount)):
+                if amount is None:
+                    continue  # not set, or not a quantity (GG504 reports it)
                 # the numerator carries the sign (Fractions keep a positive denominator)
                 problem = ("negative" if amount.numerator < 0
                            else "fractional" if amount.denominator != 1 else "")
