@@ -50,11 +50,6 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def question_of(raw: bytes, policy: Policy) -> FitQuestion:
     workload = build_workload(json.loads(raw)["request"]["object"])
     assert workload is not None
@@ -117,7 +112,8 @@ def main() -> int:
     print(f"  {'':<18} {'p50 ms':>8} {'p99 ms':>8} {'x rules only':>13}")
     for name, values in times.items():
         p50 = statistics.median(values)
-        print(f"  {name:<18} {p50 * 1e3:>8.3f} {percentile(values, 0.99) * 1e3:>8.3f} {p50 / base:>12.2f}x")
+        p99 = webhook_bench.percentile(values, 0.99)
+        print(f"  {name:<18} {p50 * 1e3:>8.3f} {p99 * 1e3:>8.3f} {p50 / base:>12.2f}x")
     distinct_p50 = statistics.median(times["distinct shapes"])
     same_p50 = statistics.median(times["one shape"])
     print(f"  a distinct-shape review costs {distinct_p50 / same_p50:.2f}x a repeated-shape one; the cold "

@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from webhook_bench import percentile  # noqa: E402
 
 from policies.config import Policy  # noqa: E402
 from policies.engine import Context  # noqa: E402
@@ -201,11 +204,6 @@ def naive_check(nodes: list[dict[str, Any]], job: Obj) -> str:
         if left:
             return "waits"
     return "fits"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def timed(fn: Any, repeat: int) -> list[float]:

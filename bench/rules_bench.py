@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from webhook_bench import pytorch_job, submitted  # noqa: E402
+from webhook_bench import percentile, pytorch_job, submitted  # noqa: E402
 
 from lint.cli import iter_files  # noqa: E402
 from lint.documents import Document, iter_documents  # noqa: E402
@@ -36,11 +36,6 @@ from policies.engine import evaluate  # noqa: E402
 from policies.workload import build_workload, is_kubernetes_object  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def per_call(rounds: int, payload: str, policy: Policy) -> dict[str, list[float]]:

@@ -139,8 +139,8 @@ class Policy:
     source: str = "<defaults>"
     # Filled by policies.custom when the file has custom checks (compiled once per load).
     custom_checks: list[Any] = field(default_factory=list)
-    # Derived from ``data`` by readers that ask on every object (the engine's enabled
-    # rules); valid because nobody mutates a loaded policy.
+    # Derived from ``data`` by readers that ask on every object (rule settings, the
+    # engine's enabled rules); valid because nobody mutates a loaded policy.
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- typed views of the sections rules use most ---------------------------------
@@ -163,9 +163,21 @@ class Policy:
 
     @property
     def excluded_namespaces(self) -> frozenset[str]:
-        return frozenset(self.data["exclude"]["namespaces"])
+        found: frozenset[str] | None = self.memo.get("excluded_namespaces")
+        if found is None:  # asked on every object
+            found = self.memo["excluded_namespaces"] = frozenset(self.data["exclude"]["namespaces"])
+        return found
 
     def rule_setting(self, rule_id: str, slug: str = "") -> RuleSetting:
+        """How the policy sets a rule (by ID, else by slug); remembered, since the engine
+        asks for every finding."""
+        settings: dict[tuple[str, str], RuleSetting] = self.memo.setdefault("rule_settings", {})
+        found = settings.get((rule_id, slug))
+        if found is None:
+            found = settings[(rule_id, slug)] = self._rule_setting(rule_id, slug)
+        return found
+
+    def _rule_setting(self, rule_id: str, slug: str) -> RuleSetting:
         raw = self.data["rules"].get(rule_id, self.data["rules"].get(slug)) if slug else \
             self.data["rules"].get(rule_id)
         if raw is None or raw == "on" or raw is True:

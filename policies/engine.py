@@ -60,20 +60,6 @@ def ignored_rules(doc: dict[str, Any]) -> frozenset[str]:
     return frozenset(part.strip() for part in value.replace(";", ",").split(",") if part.strip())
 
 
-def _severity_override(rule: Rule, policy: Policy) -> Severity | None:
-    """The severity the policy sets for a rule, worked out once per loaded policy."""
-    overrides: dict[str, Severity | None] | None = policy.memo.get("severity_overrides")
-    if overrides is None:
-        overrides = policy.memo["severity_overrides"] = {}
-    found = overrides.get(rule.id, _UNKNOWN)
-    if found is _UNKNOWN:
-        found = overrides[rule.id] = policy.rule_setting(rule.id, rule.slug).severity
-    return found  # type: ignore[no-any-return]
-
-
-_UNKNOWN: Any = object()
-
-
 class InternalError(Problem):
     """A rule that raised. Always a warning, whatever the rule's severity: a bug in gpugate
     must not block anyone's job (the webhook would deny on an error)."""
@@ -83,7 +69,7 @@ def _finding(rule: Rule, problem: Problem, ref: ObjectRef | None, policy: Policy
     if isinstance(problem, InternalError):
         severity = Severity.WARNING
     else:
-        severity = _severity_override(rule, policy) or problem.severity or rule.severity
+        severity = policy.rule_setting(rule.id, rule.slug).severity or problem.severity or rule.severity
     # positional (rule, slug, severity, message, path, fixable, object): cheaper than keywords
     return Finding(rule.id, rule.slug, severity, problem.message, problem.path, problem.fixable, ref)
 
@@ -117,13 +103,6 @@ def _rules_to_run(policy: Policy, ignored: frozenset[str], topology: bool) -> tu
     return found
 
 
-def _excluded_namespaces(policy: Policy) -> frozenset[str]:
-    found: frozenset[str] | None = policy.memo.get("excluded_namespaces")
-    if found is None:
-        found = policy.memo["excluded_namespaces"] = policy.excluded_namespaces
-    return found
-
-
 def _run(rule: Rule, produce: Iterable[Any], ref: ObjectRef | None) -> Iterable[Any]:
     """Guard one rule: an internal error is logged and reported, never raised."""
     try:
@@ -144,7 +123,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     if not is_kubernetes_object(doc):
         return Evaluation(skipped=True)
     ref = object_ref(doc)
-    if ref.namespace in _excluded_namespaces(policy):
+    if ref.namespace in policy.excluded_namespaces:
         return Evaluation(object=ref, excluded=True)
     try:
         workload = build_workload(doc, ref)

@@ -795,9 +795,6 @@ class Topology:
         return {key: self._label_names[key][int(codes[slot])]
                 for key, codes in self._label_codes.items() if codes[slot]}
 
-    def node_taints(self, slot: int) -> tuple[Taint, ...]:
-        return self._node_taints[slot]
-
     def versions(self, label_keys: Iterable[str] = ()) -> tuple[int, ...]:
         """The versions node eligibility depends on: node set, taints, cordons, and the
         given label keys."""

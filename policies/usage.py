@@ -157,14 +157,6 @@ def product_toleration(label: str, product: str) -> dict[str, Any]:
 
 # -- reading the pod template -----------------------------------------------------------------
 
-def _get(node: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
 def _values(expr: dict[str, Any]) -> list[str]:
     """An expression's values as strings (read only: it may be the document's own list)."""
     values = expr.get("values")
@@ -591,14 +583,6 @@ def _tolerates_all(pod_set: PodSet, spec: Any, wanted: Iterable[dict[str, Any]])
     return True
 
 
-def _tolerates_products(pod_set: PodSet, spec: Any, pairs: list[tuple[str, str]]) -> bool:
-    """:func:`_tolerates_all` of the :func:`product_toleration` of each (label, product)."""
-    for label, product in pairs:
-        if not _tolerates(pod_set, spec, label, product):
-            return False
-    return True
-
-
 def _inject_usage(builder: _Builder, spec_tokens: tuple[str, ...], wanted: _WantedUsage) -> list[str]:
     """Append what one pod template lacks to ``builder``; what was injected, for the message."""
     cfg, usage = wanted.cfg, wanted.usage
@@ -644,7 +628,8 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     pinned = [(pod_set, pinned_products(pod_set, workload, policy,
                                         include_workload_label=is_positive(gpus_per_pod(pod_set, policy))))
               for pod_set in workload.pod_sets]
-    if all(not pairs or _tolerates_products(pod_set, _spec_walk(pod_set, workload.doc)[1], pairs)
+    if all(not pairs or _tolerates_all(pod_set, _spec_walk(pod_set, workload.doc)[1],
+                                       (product_toleration(label, product) for label, product in pairs))
            for pod_set, pairs in pinned):
         return []  # already mutated (the /validate case), or pinned to nothing: nothing to build
     builder = _Builder(workload)

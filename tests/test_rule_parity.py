@@ -50,7 +50,7 @@ from policies.usage import (  # noqa: E402
     _carries_usage,
     _inject_usage,
     _spec_walk,
-    _tolerates_products,
+    _tolerates_all,
     _wanted_usage,
     in_scope,
     pinned_products,
@@ -438,10 +438,10 @@ def _check_shortcut(sample: tuple[str, Any], policy: Policy) -> None:
     for pod_set in workload.pod_sets:
         pairs = pinned_products(pod_set, workload, policy,
                                 include_workload_label=is_positive(gpus_per_pod(pod_set, policy)))
-        if pairs and _tolerates_products(pod_set, _spec_walk(pod_set, workload.doc)[1], pairs):
+        wanted_tolerations = [product_toleration(label, product) for label, product in pairs]
+        if pairs and _tolerates_all(pod_set, _spec_walk(pod_set, workload.doc)[1], wanted_tolerations):
             injected: list[str] = []
-            _add_tolerations(builder, builder.enter(pod_set),
-                             [product_toleration(label, product) for label, product in pairs], injected)
+            _add_tolerations(builder, builder.enter(pod_set), wanted_tolerations, injected)
             assert not injected, name
 
 

@@ -1,6 +1,5 @@
-"""The cheaper FitQuestion is the same question.
-
-Building the question got cheaper in three ways, each held here to what it replaced:
+"""The FitQuestion a workload asks, and the ways building it is kept cheap, each held to
+the plain computation it stands for:
 
 - the eligibility signature is ``marshal`` format 2 instead of sorted JSON: equal
   signatures must still mean equal placement inputs, type for type (``1``, ``1.0``,
