@@ -4,7 +4,9 @@
 (a) the webhook bench's job: a 64-pod PyTorchJob (8 GPUs per pod, GPU groups of 64, a
     Volcano queue) as /validate sees it, after the mutating webhook: p50 and p99 of one
     evaluation, each round on a freshly parsed copy (as a review would be);
-(b) every modelled document of ``../shared/corpus``: the total evaluation time of one
+(b) the same job as /validate reviews it in process, ``parse_review`` + ``admit`` (no
+    topology), each review a different job (own name and uid), as a sweep submits them;
+(c) every modelled document of ``../shared/corpus``: the total evaluation time of one
     pass (best of ``--repeat``).
 
 Ratios are evaluation time / ``json.loads`` time of the same JSON text, so they hold on
@@ -27,13 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from webhook_bench import percentile, pytorch_job, submitted  # noqa: E402
+from webhook_bench import percentile, pytorch_job, review_payloads, submitted  # noqa: E402
 
 from lint.cli import iter_files  # noqa: E402
 from lint.documents import Document, iter_documents  # noqa: E402
 from policies.config import Policy, load_policy  # noqa: E402
 from policies.engine import evaluate  # noqa: E402
 from policies.workload import build_workload, is_kubernetes_object  # noqa: E402
+from webhook.admission import admit, parse_review  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus"
 
@@ -54,6 +57,20 @@ def per_call(rounds: int, payload: str, policy: Policy) -> dict[str, list[float]
         start = clock()
         evaluate(doc, policy)
         times["evaluate"].append(clock() - start)
+    return times
+
+
+def per_review(bodies: list[bytes], policy: Policy) -> dict[str, list[float]]:
+    """Seconds per review of json.loads and of parse_review + admit (/validate), interleaved."""
+    times: dict[str, list[float]] = {"json.loads": [], "parse_review+admit": []}
+    clock = time.perf_counter
+    for body in bodies:
+        start = clock()
+        json.loads(body)
+        times["json.loads"].append(clock() - start)
+        start = clock()
+        admit(parse_review(body, "application/json"), "validate", policy, None)
+        times["parse_review+admit"].append(clock() - start)
     return times
 
 
@@ -101,6 +118,17 @@ def main() -> None:
     for name, values in times.items():
         p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
         print(f"  {name:15s} p50 {p50 * 1e6:7.1f} us  p99 {p99 * 1e6:7.1f} us  "
+              f"p50 ratio to json.loads {p50 / base:6.2f}x")
+
+    bodies = review_payloads(submitted(pytorch_job(64)), args.rounds)
+    per_review(bodies[:200], policy)  # warm-up
+    gc.collect()
+    times = per_review(bodies, policy)
+    base = statistics.median(times["json.loads"])
+    print(f"bench job reviewed for /validate in process, {args.rounds} different jobs:")
+    for name, values in times.items():
+        p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
+        print(f"  {name:18s} p50 {p50 * 1e6:7.1f} us  p99 {p99 * 1e6:7.1f} us  "
               f"p50 ratio to json.loads {p50 / base:6.2f}x")
 
     texts = corpus_texts()

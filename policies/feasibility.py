@@ -23,18 +23,26 @@ depend on its requests: per eligibility, the allocatable and the free resources 
 eligible rows only (:func:`_block`, with per-resource bounds that often settle a
 capacity without dividing at all), and GPU group placements, which depend on nothing
 but the capacities (:func:`_placement_key`). Each is kept against the versions of what
-it was computed from, so a warm answer is the answer a cold check gives.
+it was computed from, so a warm answer is the answer a cold check gives. A capacity that
+is one number on every eligible node (GPU-bound nodes of one kind: the usual case) is
+known as such (:data:`_Capacity`): its sum, its zeros, its offers, its supernode slots
+and its group placement then follow from that number without reading the array, and
+nothing is kept per job shape for it. The free resources now are shared by every check
+and copied only when a placement has to write to them.
 
 The check never sees the workload: :func:`fit_question` reduces it (with the policy) to
 a frozen, hashable :class:`FitQuestion` holding exactly what the check reads, so the
-per-cluster outcome is a function of (question, topology state). :class:`OutcomeMemo`
-keeps recent outcomes on the topology against its version counters, so jobs of one
-shape (sweeps, retries, one template, the API server asking again) are answered without
-checking again until something the snapshot holds changes.
+per-cluster outcome is a function of (question, topology state). Jobs of one template
+get the one question object (kept by what it is built from), which the memo finds by
+identity. :class:`OutcomeMemo` keeps recent outcomes on the topology against its version
+counters, so jobs of one shape (sweeps, retries, one template, the API server asking
+again) are answered without checking again until something the snapshot holds changes;
+a hit is a shallow copy (the explain rows are frozen).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import marshal
@@ -42,7 +50,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -118,14 +126,18 @@ class GroupQuestion:
         return bool(self.atomic_path)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FitQuestion:
     """The question a workload asks of a cluster's topology, apart from the workload.
 
     Everything :func:`check_cluster` reads of the workload and the policy is here, so the
     answer is a function of (question, topology state): jobs of one template (a sweep,
     retries, the API server asking again) ask equal questions, and the memo answers them.
-    Names, uids and labels nobody schedules by are not part of it."""
+    Names, uids and labels nobody schedules by are not part of it.
+
+    Equal when every field is equal (the demands as :class:`Demand` compares them), as a
+    dataclass would compare them, but through one flat tuple of built-in values computed
+    once: the memo hashes and compares questions on every review."""
 
     demands: tuple[Demand, ...]
     flexible_min: int           # pods a flexible gang needs in total; 0: rigid or no gang
@@ -136,10 +148,37 @@ class FitQuestion:
     supernode_labels: tuple[str, ...]
     autoscaling: bool
     label_keys: tuple[str, ...]         # node label keys the pod sets' eligibility reads
+    _key: tuple[Any, ...] = field(init=False, repr=False)
+    _hash: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        queue, groups = self.queue, self.groups
+        demands = tuple((d.name, d.path, d.replicas, d.units, d.hard, d.want, d.signature)
+                        for d in self.demands)
+        key = (demands, self.flexible_min,
+               None if queue is None else (queue.name, queue.system, queue.path, queue.explicit),
+               self.namespace,
+               None if groups is None else (groups.size, groups.atomic, groups.size_path, groups.atomic_path,
+                                            groups.gpu_pod_sets),
+               self.gpu_resources, self.supernode_labels, self.autoscaling, self.label_keys)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, FitQuestion):
+            return NotImplemented
+        return self._hash == other._hash and self._key == other._key
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExplainRow:
+    """One pod set's line of ``lint --explain``; frozen, so outcomes share their rows."""
+
     pod_set: str
     count: int
     eligible: int               # nodes passing taints/selector/affinity/cordon
@@ -201,6 +240,32 @@ def demands_for(workload: Workload) -> list[Demand] | None:
 
 def _demands(workload: Workload, gang: bool) -> list[Demand] | None:
     """:func:`demands_for`, with :func:`_is_gang` of ``workload`` already known."""
+    found = _demand_rows(workload, gang)
+    if found is None:
+        return None
+    rows, parts = found
+    demands: list[Demand] = []
+    placements: dict[str, dict[str, Any]] = {}
+    for row, placement_parts in zip(rows, parts, strict=True):
+        signature = row[6]
+        placement = placements.get(signature)
+        if placement is None:
+            placement = placements[signature] = _placement_of(*placement_parts)
+        demands.append(Demand(*row, placement))
+    return demands
+
+
+# One pod set's Demand fields but the placement: (name, path, replicas, units, hard, want, signature).
+_DemandRow = tuple[str, str, int, tuple[tuple[str, int], ...], int, int, str]
+
+
+_Parts = tuple[Any, Any, Any, Any]     # :func:`_placement_parts`
+
+
+def _demand_rows(workload: Workload, gang: bool) -> tuple[list[_DemandRow], list[_Parts]] | None:
+    """The fields of each pod set's :class:`Demand` but the placement, as plain tuples,
+    and each pod set's placement parts (:func:`_placement_parts`); None when a request
+    does not parse. Pod sets of one template share one signature string object."""
     sets = [p for p in workload.gang_pod_sets if p.gang_count > 0 or p.replicas > 0]
     for p in sets:
         if p.request_errors:
@@ -221,22 +286,23 @@ def _demands(workload: Workload, gang: bool) -> list[Demand] | None:
     else:
         want = counts
         hard = counts if gang else [min(1, c) for c in counts]
-    demands: list[Demand] = []
-    placements: list[tuple[str, dict[str, Any]]] = []   # the distinct ones so far
+    rows: list[_DemandRow] = []
+    all_parts: list[_Parts] = []
+    signatures: list[str] = []   # the distinct ones so far
     for p, u, h, w in zip(sets, units, hard, want, strict=True):
         parts = _placement_parts(p.spec)
         signature = _parts_signature(list(parts))
         # Pod sets of one template share one signature object (hashed once by every cache
-        # and the memo) and one placement.
-        for known in placements:
-            if known[0] == signature:
-                signature, placement = known
+        # and the memo).
+        for known in signatures:
+            if known == signature:
+                signature = known
                 break
         else:
-            placement = _placement_of(*parts)
-            placements.append((signature, placement))
-        demands.append(Demand(p.name, p.path, p.replicas, u, h, w, signature, placement))
-    return demands
+            signatures.append(signature)
+        rows.append((p.name, p.path, p.replicas, u, h, w, signature))
+        all_parts.append(parts)
+    return rows, all_parts
 
 
 def _pod_units(sets: Sequence[PodSet]) -> list[tuple[tuple[str, int], ...]]:
@@ -262,18 +328,72 @@ def _pod_units(sets: Sequence[PodSet]) -> list[tuple[tuple[str, int], ...]]:
     return found
 
 
+QUESTIONS_KEPT = 1024
+# Questions asked recently, by everything they are built from (with the policy's token):
+# jobs of one template (a sweep, retries) get the one question object, whose Demand and
+# dataclass objects are not built again and which the memo finds by identity.
+_QUESTIONS: dict[Any, FitQuestion] = {}
+# Placements by signature, rebuilt from the signature itself (see :func:`_own_placement`).
+_PLACEMENTS: dict[str, dict[str, Any]] = {}
+
+
 def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     """The question ``workload`` asks of a cluster under ``policy``; None when there is
     nothing to place (no pods, or a request that does not parse: GG504 reports it)."""
     gang, volcano = _gang_and_volcano(workload)
-    demands = _demands(workload, gang)
-    if demands is None or not any(d.want for d in demands):
+    found = _demand_rows(workload, gang)
+    if found is None:
         return None
-    flexible = workload.gang_min if gang and all(d.hard == 0 for d in demands) else 0
+    rows, parts = found
+    if not any(row[5] for row in rows):
+        return None
+    flexible = workload.gang_min if gang and all(row[4] == 0 for row in rows) else 0
     queue = _volcano_queue(workload) if volcano else None
     spec = group_sizes(workload, policy)
-    groups = None if spec is None else GroupQuestion(spec.size, spec.atomic, spec.size_path, spec.atomic_path,
-                                                     bool(spec.pod_sets))
+    group_fields = None if spec is None else (spec.size, spec.atomic, spec.size_path, spec.atomic_path,
+                                              bool(spec.pod_sets))
+    # Everything the question is built from: the rows, the gang, the queue, the groups,
+    # and the policy (its token: the policy-derived fields below are functions of it).
+    inputs = (_policy_token(policy), tuple(rows), flexible,
+              None if queue is None else (queue.name, queue.system, queue.path, queue.explicit),
+              workload.namespace, group_fields)
+    question = _QUESTIONS.get(inputs)
+    if question is None:
+        if len(_QUESTIONS) >= QUESTIONS_KEPT:   # bounded: one-off shapes must not pile up
+            _QUESTIONS.clear()
+        question = _QUESTIONS[inputs] = _new_question(rows, parts, flexible, queue, workload.namespace,
+                                                      group_fields, policy)
+    return question
+
+
+def _own_placement(signature: str, parts: _Parts) -> dict[str, Any]:
+    """The placement (:func:`_placement_of`) of a pod set whose placement parts are
+    ``parts`` and whose signature is ``signature``, sharing nothing with ``parts``: kept
+    questions outlive the documents they were asked from. A marshal signature loads back
+    to equal values of equal types (see :func:`_parts_signature`); a JSON one is a copy."""
+    placement = _PLACEMENTS.get(signature)
+    if placement is None:
+        if len(_PLACEMENTS) >= 4096:    # bounded: one-off placements must not pile up
+            _PLACEMENTS.clear()
+        own: Any = list(parts)
+        if signature.startswith("m"):
+            own = marshal.loads(signature[1:].encode("latin-1"))
+        else:
+            try:
+                own = copy.deepcopy(own)
+            except (RecursionError, TypeError, copy.Error):
+                pass    # not copyable (hostile nesting, odd YAML values): kept as written
+        placement = _PLACEMENTS[signature] = _placement_of(*own)
+    return placement
+
+
+def _new_question(rows: list[_DemandRow], parts: list[_Parts], flexible: int,
+                  queue: QueueRef | None, namespace: str | None, group_fields: tuple[Any, ...] | None,
+                  policy: Policy) -> FitQuestion:
+    """The :class:`FitQuestion` of :func:`fit_question`'s inputs."""
+    demands = [Demand(*row, _own_placement(row[6], placement_parts))
+               for row, placement_parts in zip(rows, parts, strict=True)]
+    groups = None if group_fields is None else GroupQuestion(*group_fields)
     # Once per distinct placement and request: pod sets of one template share them.
     placements = {d.signature: d.placement for d in demands}
     if len(placements) == 1:
@@ -284,7 +404,7 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     gpu_names = policy.gpu_resources
     requests = {id(d.units): d.units for d in demands}.values()
     return FitQuestion(
-        demands=tuple(demands), flexible_min=flexible, queue=queue, namespace=workload.namespace,
+        demands=tuple(demands), flexible_min=flexible, queue=queue, namespace=namespace,
         groups=groups,
         gpu_resources=frozenset(r for units in requests for r, v in units if v > 0 and r in gpu_names),
         supernode_labels=tuple(policy.gpu.get("supernodeLabels", [])),
@@ -496,8 +616,13 @@ def eligible_mask(topo: Topology, spec: Mapping[str, Any], signature: str | None
     """Which nodes a pod with this spec may be scheduled on, resources aside. Cached on
     the topology until the node set, taints, cordons or a label key it reads change."""
     signature = signature if signature is not None else _signature(spec)
+    return _eligibility(topo, spec, signature, topo.versions(_signature_label_keys(signature, spec)))
+
+
+def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
+                 versions: tuple[int, ...]) -> _Eligibility:
+    """:func:`eligible_mask`, given the topology versions it depends on."""
     key = ("eligible", signature)
-    versions = topo.versions(_signature_label_keys(signature, spec))
     cached = topo.cached(key, versions)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
@@ -573,11 +698,15 @@ class _Caps:
 
     ``rows``: the topology slots of ``free``'s rows when ``free`` is a part of the
     cluster (one supernode). ``known``: capacities already computed on ``free`` as it
-    is; they are copied before the first write, so the caller's arrays stay valid."""
+    is; they are copied before the first write, so the caller's arrays stay valid.
+    ``free_owned``: False when ``free`` is the caller's (the free resources now, shared
+    by every review): it is copied before the first write, so a placement found before
+    (:func:`_placement_key`) never pays for copying the whole matrix."""
 
     def __init__(self, sets: Sequence[_Set], free: np.ndarray, known: Mapping[Any, np.ndarray] | None = None,
-                 rows: np.ndarray | None = None) -> None:
+                 rows: np.ndarray | None = None, free_owned: bool = True) -> None:
         self.free = free
+        self.free_owned = free_owned
         self.rows = rows
         self.by_key: dict[Any, _Set] = {}
         for s in sets:
@@ -602,12 +731,24 @@ class _Caps:
             self.owned.add(s.key)
         return cap
 
+    def writable_free(self) -> np.ndarray:
+        """``free``, copied first if it is still the caller's."""
+        if not self.free_owned:
+            self.free = self.free.copy()
+            self.free_owned = True
+        return self.free
+
+    def adopt(self, trial: _Caps) -> None:
+        """Take over a trial's free resources and capacities (the trial is dropped)."""
+        self.free, self.free_owned = trial.free, trial.free_owned
+        self.caps, self.owned = trial.caps, trial.owned
+
     def place(self, s: _Set, rows: np.ndarray, take: np.ndarray) -> None:
         """``take[j]`` pods of ``s`` onto row ``rows[j]`` (distinct rows)."""
         if not s.cols.size:
             self.refresh(rows)
             return
-        self.free[rows[:, None], s.cols] -= take[:, None] * s.amounts[None, :]
+        self.writable_free()[rows[:, None], s.cols] -= take[:, None] * s.amounts[None, :]
         own = self.caps.get(s.key)
         if own is None:
             self.refresh(rows)
@@ -639,23 +780,30 @@ class _Caps:
 
 def _sets(topo: Topology, demands: Sequence[Demand]) -> list[_Set]:
     out = []
-    # Pod sets of one template (master and workers) share their eligibility.
+    # Pod sets of one template (master and workers) share their eligibility, and their
+    # request (one units object, see :func:`_pod_units`): both are worked out once.
     by_signature: dict[str, tuple[_Eligibility, tuple[int, ...]]] = {}
+    by_units: dict[int, tuple[np.ndarray, np.ndarray, list[str], tuple[Any, ...]]] = {}
     for d in demands:
         request = d.request
-        present = [(topo.res_index[r], v) for r, v in request.items() if r in topo.res_index and v > 0]
-        missing = [r for r, v in request.items() if r not in topo.res_index and v > 0]
-        cols = np.array([c for c, _ in present], dtype=np.intp)
-        # A request beyond int64 (`cpu: 1e30` parses exactly) fits no node either way:
-        # saturate it, as the scheduler does, instead of overflowing the array.
-        amounts = np.array([min(v, int(_BIG)) for _, v in present], dtype=np.int64)
+        columns = by_units.get(id(d.units))
+        if columns is None:
+            present = [(topo.res_index[r], v) for r, v in request.items() if r in topo.res_index and v > 0]
+            missing = [r for r, v in request.items() if r not in topo.res_index and v > 0]
+            cols = np.array([c for c, _ in present], dtype=np.intp)
+            # A request beyond int64 (`cpu: 1e30` parses exactly) fits no node either way:
+            # saturate it, as the scheduler does, instead of overflowing the array.
+            amounts = np.array([min(v, int(_BIG)) for _, v in present], dtype=np.int64)
+            columns = by_units[id(d.units)] = (cols, amounts, missing, tuple(sorted(request.items())))
+        cols, amounts, missing, sorted_request = columns
         signature = d.signature
-        key = (signature, tuple(sorted(request.items())))
         known = by_signature.get(signature)
         if known is None:
-            known = by_signature[signature] = (eligible_mask(topo, d.placement, signature),
-                                               topo.versions(_signature_label_keys(signature, d.placement)))
-        out.append(_Set(d, cols, amounts, missing, known[0], key, known[1], request))
+            versions = topo.versions(_signature_label_keys(signature, d.placement))
+            known = by_signature[signature] = (_eligibility(topo, d.placement, signature, versions), versions)
+        # Arrays shared by sets of one request: nothing writes to them.
+        out.append(_Set(d, cols, amounts, list(missing), known[0], (signature, sorted_request), known[1],
+                        request))
     return out
 
 
@@ -709,6 +857,18 @@ def _block(topo: Topology, s: _Set, matrix: np.ndarray, which: str, versions: tu
 
 def _block_capacity(topo: Topology, s: _Set, block: _Block, which: str,
                     versions: tuple[Any, ...]) -> np.ndarray:
+    """:func:`_block_capacity_of`'s capacity."""
+    return _block_capacity_of(topo, s, block, which, versions)[0]
+
+
+# A capacity, and its value when it is that one number on every eligible node and 0
+# elsewhere (:func:`_uniform_capacity`), else None: what it sums to, where it is 0 and
+# which group placement it gives are then known without reading the array.
+_Capacity = tuple[np.ndarray, int | None]
+
+
+def _block_capacity_of(topo: Topology, s: _Set, block: _Block, which: str,
+                       versions: tuple[Any, ...]) -> _Capacity:
     """What :meth:`_Set.capacity` gives on the block's matrix (see :func:`_block` for
     ``which`` and ``versions``), computed on the eligible rows only. A column whose
     smallest quotient is at least another column's largest never decides the minimum, so
@@ -717,16 +877,16 @@ def _block_capacity(topo: Topology, s: _Set, block: _Block, which: str,
     shape that gets the same number."""
     slots = topo.slots
     if s.missing or not block.rows.size:
-        return np.zeros(slots, dtype=np.int64)
+        return np.zeros(slots, dtype=np.int64), None
     if not s.cols.size:
-        return _uniform_capacity(topo, s, block, which, versions, int(_BIG))
+        return _uniform_capacity(topo, s, block, which, versions, int(_BIG)), int(_BIG)
     low = (block.low[s.cols] // s.amounts).tolist()
     high = (block.high[s.cols] // s.amounts).tolist()
     decides = min(range(len(high)), key=high.__getitem__)
     bound = high[decides]
     needed = [j for j in range(len(low)) if j == decides or low[j] < bound]
     if needed == [decides] and low[decides] == bound:
-        return _uniform_capacity(topo, s, block, which, versions, bound)
+        return _uniform_capacity(topo, s, block, which, versions, bound), bound
     out = np.zeros(slots, dtype=np.int64)
     cols, amounts = s.cols.tolist(), s.amounts.tolist()
     cap = block.values[cols[needed[0]]] // amounts[needed[0]]
@@ -736,7 +896,7 @@ def _block_capacity(topo: Topology, s: _Set, block: _Block, which: str,
             np.floor_divide(block.values[cols[j]], amounts[j], out=part)
             np.minimum(cap, part, out=cap)
     out[block.rows] = cap
-    return out
+    return out, None
 
 
 def _uniform_capacity(topo: Topology, s: _Set, block: _Block, which: str, versions: tuple[Any, ...],
@@ -755,20 +915,28 @@ def _uniform_capacity(topo: Topology, s: _Set, block: _Block, which: str, versio
 
 def _empty_capacity(topo: Topology, s: _Set) -> np.ndarray:
     """Pods of a set each empty node takes: cached until labels or allocatable change."""
+    return _empty_capacity_of(topo, s)[0]
+
+
+def _empty_capacity_of(topo: Topology, s: _Set) -> _Capacity:
+    """:func:`_empty_capacity`, with its uniform value. A uniform one is not kept per job
+    shape: it is one cached lookup away (the block's), and kept per shape it would crowd
+    the cache with entries of no use to any other shape."""
     key = ("capacity", s.key)
     versions = (s.versions, topo.alloc_version)
     cached = topo.cached(key, versions)
     if cached is None:
         alloc = topo.alloc[: topo.slots]
         block = _block(topo, s, alloc, "empty", (topo.alloc_version,))
-        cached = s.capacity(alloc) if block is None else _block_capacity(topo, s, block, "empty",
-                                                                          (topo.alloc_version,))
-        cached.setflags(write=False)
-        topo.remember(key, versions, cached)
+        cached = (s.capacity(alloc), None) if block is None else \
+            _block_capacity_of(topo, s, block, "empty", (topo.alloc_version,))
+        cached[0].setflags(write=False)
+        if cached[1] is None:
+            topo.remember(key, versions, cached)
     return cached  # type: ignore[no-any-return]
 
 
-def _now(topo: Topology) -> tuple[np.ndarray, dict[Any, np.ndarray]]:
+def _now(topo: Topology) -> tuple[np.ndarray, dict[Any, _Capacity]]:
     """The free resources now (read-only) and the capacities computed on them so far:
     kept until a pod or node event changes what is free, so a burst of reviews between
     events does the node-wide work once."""
@@ -787,20 +955,42 @@ def _now_versions(topo: Topology) -> tuple[int, ...]:
     return (topo.nodeset_version, topo.alloc_version, topo.used_version)
 
 
-def _now_capacity(topo: Topology, known: dict[Any, np.ndarray], s: _Set, free_now: np.ndarray) -> np.ndarray:
+def _now_capacity(topo: Topology, known: dict[Any, _Capacity], s: _Set, free_now: np.ndarray) -> np.ndarray:
     """A set's capacity on the free resources now (read-only), from ``known`` (see
     :func:`_now`) while its eligibility is unchanged."""
+    return _now_capacity_of(topo, known, s, free_now)[0]
+
+
+def _now_capacity_of(topo: Topology, known: dict[Any, _Capacity], s: _Set, free_now: np.ndarray) -> _Capacity:
+    """:func:`_now_capacity`, with its uniform value."""
     key = (s.key, s.versions)
-    cap = known.get(key)
-    if cap is None:
+    found = known.get(key)
+    if found is None:
         if len(known) >= 64:    # bounded: one-off pod sets must not pile up
             known.clear()
         versions = _now_versions(topo)
         block = _block(topo, s, free_now, "now", versions)
-        cap = s.capacity(free_now) if block is None else _block_capacity(topo, s, block, "now", versions)
-        known[key] = cap
-        cap.setflags(write=False)
-    return cap
+        found = (s.capacity(free_now), None) if block is None else \
+            _block_capacity_of(topo, s, block, "now", versions)
+        known[key] = found
+        found[0].setflags(write=False)
+    return found
+
+
+def _capacity_sum(cap: np.ndarray, uniform: int | None, eligible: int) -> int:
+    """``int(cap.sum())``; for a uniform capacity on ``eligible`` nodes, without reading it
+    (where the product fits int64, as numpy's sum does)."""
+    if uniform is not None:
+        total = uniform * eligible
+        if total < 2**63:
+            return total
+    return int(cap.sum())
+
+
+def _full(uniform: int | None) -> bool | None:
+    """Whether a capacity is non-zero on every eligible node, when its uniform value
+    tells (a uniform capacity has at least one eligible node); None: read it."""
+    return None if uniform is None else uniform != 0
 
 
 def _greedy(caps: _Caps, sets: list[_Set], counts: list[int], order: Iterable[int],
@@ -850,8 +1040,7 @@ def _place(caps: _Caps, sets: list[_Set], counts: list[int]) -> list[np.ndarray]
         trial = _Caps(sets, caps.free.copy(), caps.caps)
         placed = _greedy(trial, sets, counts, order, node_order)
         if placed is not None:
-            caps.free[...] = trial.free
-            caps.caps, caps.owned = trial.caps, trial.owned
+            caps.adopt(trial)
             return placed
     return None
 
@@ -878,18 +1067,25 @@ def _place_flexible(caps: _Caps, sets: list[_Set], need: int) -> list[np.ndarray
             placed[i] += got[i]
             left -= take
         if left == 0:
-            caps.free[...] = trial.free
-            caps.caps, caps.owned = trial.caps, trial.owned
+            caps.adopt(trial)
             return placed
     return None
 
 
-def _witness(topo: Topology, sets: list[_Set], placed: list[np.ndarray]) -> dict[str, dict[str, int]]:
+# A placement per set as (slots, pods on each): a few dozen numbers, not arrays over all nodes.
+_Sparse = list[tuple[np.ndarray, np.ndarray]]
+
+
+def _sparse(placed: list[np.ndarray]) -> _Sparse:
+    """Per-set pods per node (arrays over all slots) as (slots, pods) where not 0."""
+    return [(hit, array[hit]) for array in placed for hit in (_nonzero(array),)]
+
+
+def _witness(topo: Topology, sets: list[_Set], placed: _Sparse) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     names = topo.node_names
-    for s, rows in zip(sets, placed, strict=True):
-        hit = _nonzero(rows)
-        slots, counts = hit.tolist(), rows[hit].tolist()
+    for s, (hit, pods) in zip(sets, placed, strict=True):
+        slots, counts = hit.tolist(), pods.tolist()
         placed_on = [names[slot] for slot in slots]
         nodes = out.get(s.demand.name)
         if nodes is None and None not in placed_on:
@@ -954,10 +1150,10 @@ def _why_no_node(topo: Topology, s: _Set, alloc: np.ndarray) -> str:
 
 def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.ndarray,
                flexible_min: int, what: str, caps: list[np.ndarray],
-               sums: list[int]) -> tuple[str, str] | None:
+               sums: list[int], full: Sequence[bool | None] | None = None) -> tuple[str, str] | None:
     """(reason, JSON Pointer) why no placement of ``counts`` can exist on ``free`` (each
-    set's capacity there: ``caps``, summed: ``sums``), or None. Every check here is a
-    necessary condition, so a returned reason is a proof."""
+    set's capacity there: ``caps``, summed: ``sums``; ``full``: see :func:`_offers`), or
+    None. Every check here is a necessary condition, so a returned reason is a proof."""
     if flexible_min:
         most = sum(sums)
         if most < flexible_min:
@@ -984,7 +1180,8 @@ def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.nda
         for col, amount in zip(s.cols.tolist(), s.amounts.tolist(), strict=True):
             total_cols[col] = total_cols.get(col, 0) + want * amount
     active = [(s, cap) for s, cap, want in zip(sets, caps, counts, strict=True) if want > 0]
-    offers = _offers(topo, active, free, empty=what == "even when empty")
+    active_full = None if full is None else [f for f, want in zip(full, counts, strict=True) if want > 0]
+    offers = _offers(topo, active, free, empty=what == "even when empty", full=active_full)
     for col, needed in total_cols.items():
         offered, nodes = offers[col]
         if needed > offered:
@@ -996,11 +1193,18 @@ def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.nda
 
 
 def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndarray,
-            empty: bool) -> Mapping[int, tuple[int, int]]:
+            empty: bool, full: Sequence[bool | None] | None = None) -> Mapping[int, tuple[int, int]]:
     """Per resource column the sets request: (what ``free`` offers on the nodes where a
     pod of some set requesting it fits, how many such nodes). ``empty``: ``free`` is the
     allocatable, so the answer keeps until the sets' eligibility or allocatable change;
-    else it is the free resources now (:func:`_now`)."""
+    else it is the free resources now (:func:`_now`). ``full``: per active set, whether
+    its capacity is non-zero on every eligible node, where known without reading it."""
+    whole = _whole_block(topo, active, empty, full)
+    if whole is not None:
+        # Every set's pods fit every node of one eligibility: the offers are the block's
+        # sums, whatever the shape, so not worth a cache entry per shape.
+        totals, nodes = whole.total.tolist(), int(whole.rows.size)
+        return {col: (totals[col], nodes) for s, _ in active for col in s.cols.tolist()}
     cache = empty
     key = ("offers", tuple(s.key for s, _ in active))
     versions = (tuple(s.versions for s, _ in active), topo.alloc_version)
@@ -1035,14 +1239,21 @@ def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndar
     return out
 
 
-def _whole_block(topo: Topology, users: list[tuple[_Set, np.ndarray]], empty: bool) -> _Block | None:
+def _whole_block(topo: Topology, users: list[tuple[_Set, np.ndarray]], empty: bool,
+                 full: Sequence[bool | None] | None = None) -> _Block | None:
     """When the ``users`` (sets with their capacities) share one eligibility and a pod of
     each fits every eligible node, the nodes where some pod fits are exactly the eligible
-    ones: their block (whose sums are the offers, whatever the shape). Else None."""
-    first = users[0][0]
-    if any(s.demand.signature != first.demand.signature or s.versions != first.versions
-           or int(np.count_nonzero(cap)) != s.elig.count for s, cap in users):
+    ones: their block (whose sums are the offers, whatever the shape). Else None.
+    ``full``: see :func:`_offers`."""
+    if not users:
         return None
+    first = users[0][0]
+    if any(s.demand.signature != first.demand.signature or s.versions != first.versions for s, _ in users):
+        return None
+    for j, (s, cap) in enumerate(users):
+        known = None if full is None else full[j]
+        if not (known if known is not None else int(np.count_nonzero(cap)) == s.elig.count):
+            return None
     if empty:
         return _block(topo, first, topo.alloc[: topo.slots], "empty", (topo.alloc_version,), build=False)
     return _block(topo, first, _now(topo)[0], "now", _now_versions(topo), build=False)
@@ -1142,10 +1353,17 @@ def _eligible_members(topo: Topology, s: _Set, supernodes: list[tuple[str, np.nd
 
 def _empty_supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps_empty: Sequence[np.ndarray],
                            supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...],
-                           alloc: np.ndarray) -> np.ndarray:
+                           alloc: np.ndarray, uniform: int | None = None) -> np.ndarray:
     """:func:`_supernode_slots` on the empty cluster, cached until the GPU sets'
-    eligibility, the allocatable or the supernodes change. Read-only."""
+    eligibility, the allocatable or the supernodes change. Read-only. ``uniform``: the
+    first GPU set's capacity's uniform value, if it has one: when every GPU set has that
+    capacity, the slots are that many pods times each supernode's eligible nodes (what
+    :func:`_supernode_slots` computes after finding the value), not worth a cache entry
+    per job shape."""
     gpu_sets = [sets[i] for i in plan.gpu_sets]
+    first = gpu_sets[0]
+    if uniform and first.elig.count and all(s.key == first.key for s in gpu_sets):
+        return uniform * _eligible_members(topo, first, supernodes, labels) // plan.pods_per_unit
     key = ("supernode-slots", tuple(s.key for s in gpu_sets), plan.pods_per_unit, labels)
     versions = (tuple(s.versions for s in gpu_sets), topo.alloc_version, topo.supernode_versions(labels))
     cached = topo.cached(key, versions)
@@ -1223,35 +1441,35 @@ def _unit_runs(sets: list[_Set], plan: _Groups) -> tuple[list[tuple[list[int], i
 
 def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, caps: _Caps,
                   supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...],
-                  tick: Any) -> list[np.ndarray] | None:
+                  tick: Any, uniform: Mapping[Any, int | None] | None = None) -> _Sparse | None:
     """Units of GPU pods, each inside one supernode, then everything else anywhere.
     Supernodes are visited in order; per supernode as many units of a run as fit at
     once (halving on failure), so the cost grows with supernodes, not with the gang's
     size. ``caps`` (free resources and capacities) is updated in place, except when the
     placement is one found before (see :func:`_placement_key`); ``labels``: the
-    supernode labels ``supernodes`` was found by."""
+    supernode labels ``supernodes`` was found by; ``uniform``: the uniform values of
+    the capacities in ``caps`` (by set key), where known. The placement per set, sparse."""
     n = caps.free.shape[0]
     runs, rest_counts = _unit_runs(sets, plan)
     layout = topo.supernode_layout(supernodes)
-    found = _placement_key(topo, sets, runs, rest_counts, layout, caps, labels)
+    found = _placement_key(topo, sets, runs, rest_counts, layout, caps, labels, uniform or {})
     if found is not None:
-        key, versions, cap = found
+        key, versions, cap, exact = found
         known = topo.cached(key, versions)
-        if known is not None and (known[0] is cap or np.array_equal(known[0], cap)):
-            if known[1] is None:
-                return None
-            placed = [np.zeros(n, dtype=np.int64) for _ in sets]
-            for array, (rows, counts) in zip(placed, known[1], strict=True):
-                array[rows] = counts
-            return placed
+        if known is not None and (exact or known[0] is cap or np.array_equal(known[0], cap)):
+            if not exact and known[0] is not cap:
+                # Equal, not the same array: keep this one, so the next hit needs no comparing.
+                topo.remember(key, versions, (cap, known[1]))
+            return known[1]  # type: ignore[no-any-return]  # read-only arrays
     placed = [np.zeros(n, dtype=np.int64) for _ in sets]
     if found is not None:
         result = _place_group_runs(topo, sets, runs, layout, caps, supernodes, tick, placed)
-        # Kept as (slots, pods) per set: a few dozen numbers, not arrays over all nodes.
-        sparse = None if result is None else [(hit, array[hit]) for array in result
-                                              for hit in (_nonzero(array),)]
+        sparse = None if result is None else _sparse(result)
+        for arrays in sparse or ():
+            for array in arrays:
+                array.setflags(write=False)
         topo.remember(key, versions, (cap, sparse))
-        return result
+        return sparse
     sn = 0
     for comp, count in runs:
         tick()
@@ -1273,22 +1491,26 @@ def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, caps: _Caps,
         sn = at
     tick()
     if not any(rest_counts):
-        return placed
+        return _sparse(placed)
     rest = _place(caps, sets, rest_counts)
     if rest is None:
         return None
-    return [a + b for a, b in zip(placed, rest, strict=True)]
+    return _sparse([a + b for a, b in zip(placed, rest, strict=True)])
 
 
 def _placement_key(topo: Topology, sets: list[_Set], runs: list[tuple[list[int], int]], rest: list[int],
-                   layout: SupernodeLayout, caps: _Caps,
-                   labels: tuple[str, ...]) -> tuple[Any, tuple[Any, ...], np.ndarray] | None:
-    """(cache key, versions, capacity) of a group placement that depends on nothing but
-    one capacity array: every unit of one capacity (sets of one template), disjoint
+                   layout: SupernodeLayout, caps: _Caps, labels: tuple[str, ...],
+                   uniform: Mapping[Any, int | None]) -> tuple[Any, tuple[Any, ...], np.ndarray, bool] | None:
+    """(cache key, versions, capacity, exact) of a group placement that depends on nothing
+    but one capacity array: every unit of one capacity (sets of one template), disjoint
     supernodes (so each run is :func:`_place_run`'s first fit, which reads capacities
     only, and lowers the set's own capacity by what it takes) and no pods outside units.
     Job shapes that differ in what the nodes hold the same number of pods of (a sweep
-    of CPU requests on GPU-bound nodes) then share one placement. None otherwise."""
+    of CPU requests on GPU-bound nodes) then share one placement. None otherwise.
+
+    ``exact``: the key determines the capacity (a uniform one, ``uniform`` by set key,
+    is its value on the rows of one eligibility), so an entry found needs no comparing;
+    else the key holds a checksum and the entry's capacity must be compared."""
     if not layout.disjoint or any(rest) or not runs:
         return None
     used = [i for comp, _ in runs for i, c in enumerate(comp) if c]
@@ -1300,9 +1522,19 @@ def _placement_key(topo: Topology, sets: list[_Set], runs: list[tuple[list[int],
         cap = cap.copy()
         cap.setflags(write=False)
     shape = tuple((tuple(comp), count) for comp, count in runs)
-    # The checksum picks the entry; the capacity kept with it is compared in full.
-    key = ("group-placement", shape, labels, cap.shape[0], zlib.crc32(np.ascontiguousarray(cap).data))
-    return key, (topo.nodeset_version, topo.supernode_versions(labels)), cap
+    versions = (topo.nodeset_version, topo.supernode_versions(labels))
+    # Still the capacity the value was known for: nothing placed, not computed again here.
+    value = uniform.get(s.key) if s.key not in caps.owned else None
+    if value is not None:
+        exact = ("group-placement", shape, labels, cap.shape[0], "uniform", s.demand.signature, s.versions)
+        return (*exact, value), versions, cap, True
+    # The checksum picks the entry; the capacity kept with it is compared in full. Pods
+    # per node are small numbers: below 256 (capacities are never negative) one byte
+    # per node holds them exactly, and checksumming an eighth of the bytes is cheaper.
+    narrow = cap.astype(np.uint8) if cap.size and int(cap.max()) < 256 else cap
+    key = ("group-placement", shape, labels, cap.shape[0], narrow.dtype.itemsize,
+           zlib.crc32(np.ascontiguousarray(narrow).data))
+    return key, versions, cap, False
 
 
 def _place_group_runs(topo: Topology, sets: list[_Set], runs: list[tuple[list[int], int]],
@@ -1398,7 +1630,7 @@ def _place_run_per_supernode(sets: list[_Set], comp: list[int], count: int, boun
             local = _Caps(sets, caps.free[rows], {k: v[rows] for k, v in caps.caps.items()}, rows)
             got = _greedy(local, sets, [c * fit for c in comp], range(len(sets)))
             if got is not None:
-                caps.free[rows] = local.free
+                caps.writable_free()[rows] = local.free
                 caps.refresh(rows)
                 for i, g in enumerate(got):
                     placed[i][rows] += g
@@ -1470,11 +1702,12 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int],
         for r, v in q.guarantee.items():
             guarantees[r] = guarantees.get(r, 0) + v
     limits: dict[str, tuple[int, str]] = {}
+    ancestors = topo.queue_ancestors(name)
     for r in need:
         options: list[tuple[int, str]] = []
         if r in queue.capability:
             options.append((queue.capability[r], f"capability {format_quantity(r, queue.capability[r])}"))
-        for parent in topo.queue_ancestors(name):
+        for parent in ancestors:
             if r in parent.capability:
                 options.append((parent.capability[r], f"parent queue `{parent.name}` capability "
                                                       f"{format_quantity(r, parent.capability[r])}"))
@@ -1598,10 +1831,14 @@ def _memo_versions(topo: Topology, question: FitQuestion) -> tuple[Any, ...]:
     return versions
 
 
-def _copy_outcome(out: Outcome) -> Outcome:
-    """A copy that shares nothing mutable with ``out``."""
-    witness = None if out.witness is None else {name: dict(nodes) for name, nodes in out.witness.items()}
-    return replace(out, witness=witness, rows=[replace(r) for r in out.rows], notes=list(out.notes))
+def _copy_outcome(out: Outcome, cluster: str) -> Outcome:
+    """A copy for ``cluster`` that shares nothing mutable with ``out`` (the rows are
+    frozen): what the memo keeps, and what a caller gets from it, to edit as it likes."""
+    witness = out.witness
+    if witness is not None:
+        witness = {name: nodes.copy() for name, nodes in witness.items()}
+    return Outcome(cluster, out.verdict, out.rule, out.message, out.path, witness, out.severity,
+                   list(out.rows), list(out.notes))
 
 
 def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Policy,
@@ -1622,9 +1859,7 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
         versions = _memo_versions(topo, question)
         known = OutcomeMemo.of(topo).get(key, versions)
         if known is not None:
-            out = _copy_outcome(known)
-            out.cluster = snapshot.name
-            return out
+            return _copy_outcome(known, snapshot.name)
     try:
         out = _check(question, topo, tick)
     except _OutOfTime:
@@ -1633,7 +1868,7 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
     if key is not None and out.verdict != Verdict.UNKNOWN:
         # The caller owns what it gets (it sets ``cluster``; front ends may edit rows):
         # the memo keeps a copy of its own.
-        OutcomeMemo.of(topo).put(key, versions, _copy_outcome(out))
+        OutcomeMemo.of(topo).put(key, versions, _copy_outcome(out, ""))
     out.cluster = snapshot.name
     return out
 
@@ -1654,16 +1889,20 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     # One pass over the nodes per distinct pod set (eligibility and request): replicas of
     # one template share it, and hundreds of sets must not outrun the budget.
     now_by_key: dict[Any, np.ndarray] = {}
+    uniform_now: dict[Any, int | None] = {}
+    uniform_empty: dict[Any, int | None] = {}
     sums: dict[Any, tuple[int, int]] = {}
     caps_now, caps_empty = [], []
     for s in sets:
         if s.key not in now_by_key:
             tick()
-            now_by_key[s.key] = _now_capacity(topo, known_now, s, free_now)
+            now_by_key[s.key], uniform_now[s.key] = _now_capacity_of(topo, known_now, s, free_now)
         caps_now.append(now_by_key[s.key])
-        caps_empty.append(_empty_capacity(topo, s))
+        cap_empty, uniform_empty[s.key] = _empty_capacity_of(topo, s)
+        caps_empty.append(cap_empty)
         if s.key not in sums:
-            sums[s.key] = (int(caps_now[-1].sum()), int(caps_empty[-1].sum()))
+            sums[s.key] = (_capacity_sum(caps_now[-1], uniform_now[s.key], s.elig.count),
+                           _capacity_sum(cap_empty, uniform_empty[s.key], s.elig.count))
     rows = [ExplainRow(d.name, d.want, s.elig.count, *sums[s.key])
             for d, s in zip(demands, sets, strict=True)]
 
@@ -1683,7 +1922,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
 
     # Empty cluster: necessary conditions (a proof when they fail).
     proof = _necessary(topo, sets, hard, alloc, flexible, "even when empty", caps_empty,
-                       [sums[s.key][1] for s in sets])
+                       [sums[s.key][1] for s in sets], [_full(uniform_empty[s.key]) for s in sets])
     if proof is not None:
         if autoscaling:
             return outcome(Verdict.WAITS, "GG404",
@@ -1699,7 +1938,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         notes.append("the cluster has no supernode labels or tier-1 HyperNodes: GPU groups not checked")
     if plan is not None and plan.units:
         slots_empty = _empty_supernode_slots(topo, sets, plan, caps_empty, supernodes, supernode_labels,
-                                             alloc)
+                                             alloc, uniform_empty[sets[plan.gpu_sets[0]].key])
         reason = _groups_never(topo, plan, alloc, supernodes, slots_empty)
         if reason is not None:
             if autoscaling:
@@ -1722,20 +1961,20 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     if queue is not None:
         queue.rows = rows
         return queue
-    caps = _Caps(sets, free_now.copy(), now_by_key)
+    caps = _Caps(sets, free_now, now_by_key, free_owned=False)
     if plan is not None and plan.units:
-        placed = _place_groups(topo, sets, plan, caps, supernodes, supernode_labels, tick)
-    elif flexible:
-        placed = _place_flexible(caps, sets, flexible)
+        placed = _place_groups(topo, sets, plan, caps, supernodes, supernode_labels, tick, uniform_now)
     else:
-        placed = _place(caps, sets, want)
+        dense = _place_flexible(caps, sets, flexible) if flexible else _place(caps, sets, want)
+        placed = None if dense is None else _sparse(dense)
     tick()
     if placed is not None:
         result = outcome(Verdict.FITS, "", "fits")
         result.witness = _witness(topo, sets, placed)
         result.notes = notes
         return result
-    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, [sums[s.key][0] for s in sets])
+    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, [sums[s.key][0] for s in sets],
+                     [_full(uniform_now[s.key]) for s in sets])
     reason, path = now if now is not None else (None, "")
     if reason is None and plan is not None and plan.units:
         slots = int(_supernode_slots(topo, sets, plan, caps_now, supernodes, supernode_labels,
@@ -1772,10 +2011,10 @@ def feasibility(workload: Workload, ctx: Any) -> Feasibility | None:
 
 
 def problems(workload: Workload, ctx: Any, rule_id: str) -> Iterator[Problem]:
-    """The problems one feasibility rule reports for this evaluation."""
-    result = feasibility(workload, ctx)
-    if result is not None:
-        yield from result.problems_for(rule_id)
+    """The problems one feasibility rule reports for this evaluation (six rules ask on
+    every review: a plain function, not a generator)."""
+    result = ctx.cache[CACHE_KEY] if CACHE_KEY in ctx.cache else feasibility(workload, ctx)
+    return iter(result.problems.get(rule_id, ()) if result is not None else ())
 
 
 def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import copy
 from fractions import Fraction
 from typing import Any, NamedTuple
 
 from policies.config import Policy
 from policies.quantity import QuantityError, exact_sum, is_positive, parse_quantity
-from policies.workload import PodSet, Workload
+from policies.workload import PodSet, Workload, facts_token, spec_containers
 
 
 def gpu_requests(pod_set: PodSet, policy: Policy) -> dict[str, Fraction]:
     """Configured GPU resources this pod set's pods request (effective request).
 
-    Remembered on the pod set per policy: a dozen rules ask for it on every object."""
-    key = ("gpu_requests", id(policy))
-    found = pod_set.memo.get(key)
+    Remembered per policy in the pod set's shared facts: a dozen rules ask for it on every
+    object (read only)."""
+    key = ("gpu_requests", facts_token(policy.memo))
+    found = pod_set.facts.get(key)
     if found is None:
         resources = policy.gpu_resources
-        found = pod_set.memo[key] = {}
+        found = pod_set.facts[key] = {}
         for resource, amount in pod_set.requests.items():  # is_positive, inlined: per resource
             if resource in resources and amount.numerator > 0:
                 found[resource] = amount
@@ -26,10 +28,10 @@ def gpu_requests(pod_set: PodSet, policy: Policy) -> dict[str, Fraction]:
 
 
 def gpus_per_pod(pod_set: PodSet, policy: Policy) -> Fraction:
-    key = ("gpus_per_pod", id(policy))
-    found: Fraction | None = pod_set.memo.get(key)
+    key = ("gpus_per_pod", facts_token(policy.memo))
+    found: Fraction | None = pod_set.facts.get(key)
     if found is None:
-        found = pod_set.memo[key] = exact_sum(gpu_requests(pod_set, policy).values())
+        found = pod_set.facts[key] = exact_sum(gpu_requests(pod_set, policy).values())
     return found
 
 
@@ -53,7 +55,7 @@ class GpuResourceEntry(NamedTuple):
     (A named tuple: immutable, and cheaper to build than a frozen dataclass.)"""
 
     container: str              # container name
-    path: str                   # JSON Pointer of the container's ``resources``
+    path: str                   # JSON Pointer of the container's ``resources`` (see spec_gpu_resources)
     resource: str
     request: Any                # raw value, or None when not set
     limit: Any
@@ -63,19 +65,29 @@ class GpuResourceEntry(NamedTuple):
 
 
 def raw_gpu_resources(pod_set: PodSet, policy: Policy) -> tuple[GpuResourceEntry, ...]:
-    """Configured GPU resources named in each container's raw ``requests``/``limits``.
+    """Configured GPU resources named in each container's raw ``requests``/``limits``."""
+    base = pod_set.spec_path
+    return tuple([e._replace(path=base + e.path) for e in spec_gpu_resources(pod_set, policy)])
 
-    Remembered on the pod set per policy: GG501-GG503 each walk them."""
-    key = ("raw_gpu_resources", id(policy))
-    found: tuple[GpuResourceEntry, ...] | None = pod_set.memo.get(key)
+
+def spec_gpu_resources(pod_set: PodSet, policy: Policy) -> tuple[GpuResourceEntry, ...]:
+    """:func:`raw_gpu_resources` with paths from the pod spec (``pod_set.spec_path`` +
+    ``path`` is the JSON Pointer). Remembered in the shared facts: GG501-GG503 each walk
+    them, and build a pointer only for a finding."""
+    key = ("raw_gpu_resources", facts_token(policy.memo))
+    found: tuple[GpuResourceEntry, ...] | None = pod_set.facts.get(key)
     if found is None:
-        found = pod_set.memo[key] = _raw_gpu_resources(pod_set, policy.gpu_resources)
+        containers, _ = spec_containers(pod_set.spec)
+        found = pod_set.facts[key] = _raw_gpu_resources(containers, policy.gpu_resources)
     return found
 
 
-def _raw_gpu_resources(pod_set: PodSet, gpu_resources: dict[str, str]) -> tuple[GpuResourceEntry, ...]:
+def _raw_gpu_resources(containers: tuple[tuple[str, dict[str, Any]], ...],
+                       gpu_resources: dict[str, str]) -> tuple[GpuResourceEntry, ...]:
+    """The entries of ``containers`` ((JSON Pointer, container) pairs); paths follow theirs.
+    Raw values that are not scalars are copies: the entries are kept in shared facts."""
     found: list[GpuResourceEntry] = []
-    for path, container in pod_set.containers():
+    for path, container in containers:
         resources = container.get("resources")
         if not isinstance(resources, dict):
             continue
@@ -95,10 +107,18 @@ def _raw_gpu_resources(pod_set: PodSet, gpu_resources: dict[str, str]) -> tuple[
         name = container.get("name")
         name = name if isinstance(name, str) else "?"
         for resource in named:
-            request, limit = requests.get(resource), limits.get(resource)
+            request, limit = _detached(requests.get(resource)), _detached(limits.get(resource))
             found.append(GpuResourceEntry(name, path + "/resources", resource, request, limit,
                                           _amount(request), _amount(limit)))
     return tuple(found)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _detached(raw: Any) -> Any:
+    """``raw``, or a deep copy when it is mutable (a malformed quantity: a list, a mapping)."""
+    return raw if type(raw) in _SCALARS else copy.deepcopy(raw)
 
 
 def _amount(raw: Any) -> Fraction | None:

@@ -26,7 +26,7 @@ from policies.gpu import gpus_per_pod, is_gpu_workload
 from policies.patch import PatchOp, clone
 from policies.quantity import is_positive
 from policies.tolerations import NO_SCHEDULE, any_tolerates, exact_tolerations
-from policies.workload import PodSet, Workload
+from policies.workload import PodSet, Workload, facts_token
 
 __all__ = [
     "UsageConfig", "usage_config", "workload_usage", "in_scope", "required_expression",
@@ -51,6 +51,7 @@ class UsageConfig:
     weight: int
     scope: str
     defaults: Mapping[str, str]
+    token: int                  # the policy's facts_token, for keys of shared facts
     # What each usage asks of a pod template, filled on first use (the config lives as long
     # as its policy, which nobody mutates).
     derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -63,7 +64,8 @@ def usage_config(policy: Policy) -> UsageConfig:
         u = policy.usage
         cfg = policy.memo["usage_config"] = UsageConfig(
             node_key=u["nodeKey"], workload_key=u["workloadKey"], pools=u["pools"],
-            weight=int(u["preferredWeight"]), scope=u["scope"], defaults=u["defaults"])
+            weight=int(u["preferredWeight"]), scope=u["scope"], defaults=u["defaults"],
+            token=facts_token(policy.memo))
     return cfg
 
 
@@ -177,7 +179,8 @@ class AffinityExpressions(NamedTuple):
 
 
 def affinity_expressions(pod_set: PodSet) -> AffinityExpressions:
-    """The pod template's node-affinity expressions, read once per pod set."""
+    """The pod template's node-affinity expressions, read once per pod set (the facts
+    derived from them are shared; these are parts of the document)."""
     found: AffinityExpressions | None = pod_set.memo.get("affinity_expressions")
     if found is None:
         found = pod_set.memo["affinity_expressions"] = _read_affinity(pod_set.spec)
@@ -218,14 +221,25 @@ def pinned_products(pod_set: PodSet, workload: Workload, policy: Policy,
 
     Pinned means: a nodeSelector on a product label of ``gpu.resources``, an ``In``
     expression on it in the required node affinity (every value, terms are ORed), or
-    the workload label of that key. Remembered on the pod set: GG102 and GG104 ask.
+    the workload label of that key. Remembered: GG102 and GG104 ask. In the pod set's
+    shared facts unless the workload's labels pin a product too.
     """
-    key = ("pinned_products", id(policy), include_workload_label)
-    found: tuple[tuple[str, str], ...] | None = pod_set.memo.get(key)
+    labels = product_labels(policy)
+    with_labels = include_workload_label and _labels_pin(workload, labels)
+    memo = pod_set.memo if with_labels else pod_set.facts
+    key = ("pinned_products", facts_token(policy.memo), with_labels)
+    found: tuple[tuple[str, str], ...] | None = memo.get(key)
     if found is None:
-        found = pod_set.memo[key] = _pinned_products(pod_set, workload, product_labels(policy),
-                                                     include_workload_label)
+        found = memo[key] = _pinned_products(pod_set, workload, labels, with_labels)
     return list(found)
+
+
+def _labels_pin(workload: Workload, labels: list[str]) -> bool:
+    """Whether the workload's own labels name a product (rare: products pin per template)."""
+    for label in labels:
+        if label in workload.labels:
+            return True
+    return False
 
 
 def product_labels(policy: Policy) -> list[str]:
@@ -310,11 +324,25 @@ def _prefers_a_pool(preferred: list[Any], node_key: str) -> bool:
 
 
 def usage_conflicts(pod_set: PodSet, usage: str, policy: Policy) -> list[Conflict]:
-    """Where the pod template's own scheduling constraints contradict usage ``usage``."""
+    """Where the pod template's own scheduling constraints contradict usage ``usage``.
+
+    Found once per shared facts, with paths from the pod spec (nearly always none)."""
     cfg = usage_config(policy)
+    memo_key = ("usage_conflicts", cfg.token, usage)
+    in_spec: list[Conflict] | None = pod_set.facts.get(memo_key)
+    if in_spec is None:
+        in_spec = pod_set.facts[memo_key] = _usage_conflicts(pod_set, cfg, usage)
+    if not in_spec:
+        return []
+    base = pod_set.spec_path
+    return [Conflict(base + c.path, c.message) for c in in_spec]
+
+
+def _usage_conflicts(pod_set: PodSet, cfg: UsageConfig, usage: str) -> list[Conflict]:
+    """:func:`usage_conflicts`, with JSON Pointers from the pod spec."""
     key = cfg.node_key
     allowed = _wanted_usage(cfg, usage).allowed
-    spec, base = pod_set.spec, pod_set.spec_path
+    spec, base = pod_set.spec, ""
     found: list[Conflict] = []
 
     def what() -> str:  # built only for a conflict, which is rare
@@ -509,7 +537,10 @@ def usage_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     if usage is None:
         return []
     wanted = _wanted_usage(usage_config(policy), usage)
-    if all(_carries_usage(p, _spec_walk(p, workload.doc)[1], wanted) for p in workload.pod_sets):
+    for pod_set in workload.pod_sets:  # a loop, not all(<generator>): this runs on every object
+        if not _carries_usage_remembered(pod_set, _spec_walk(pod_set, workload.doc)[1], wanted):
+            break
+    else:
         return []  # already mutated (the /validate case): nothing to build
     builder = _Builder(workload)
     out: list[PodSetPatch] = []
@@ -560,14 +591,25 @@ def _carries_usage(pod_set: PodSet, spec: Any, wanted: _WantedUsage) -> bool:
     return _tolerates_all(pod_set, spec, wanted.tolerations)
 
 
+def _carries_usage_remembered(pod_set: PodSet, spec: Any, wanted: _WantedUsage) -> bool:
+    """:func:`_carries_usage`, once per shared facts when ``spec`` is the model's own."""
+    if spec is not pod_set.spec:
+        return _carries_usage(pod_set, spec, wanted)
+    key = ("carries_usage", wanted.cfg.token, wanted.usage)
+    found: bool | None = pod_set.facts.get(key)
+    if found is None:
+        found = pod_set.facts[key] = _carries_usage(pod_set, spec, wanted)
+    return found
+
+
 def _tolerates(pod_set: PodSet, spec: Any, key: str, value: str, effect: str = NO_SCHEDULE) -> bool:
     """``any_tolerates`` of the tolerations of ``spec``, the pod set's spec as walked (see
     :meth:`_Builder.enter`). The usage and product checks both ask of every pod set: the
-    ``Equal`` tolerations are indexed once per pod set."""
+    ``Equal`` tolerations are indexed once per shared facts."""
     if spec is pod_set.spec:  # nearly always: the walk found the model's own spec
-        index: frozenset[tuple[str, str, str]] | None = pod_set.memo.get("exact_tolerations")
+        index: frozenset[tuple[str, str, str]] | None = pod_set.facts.get("exact_tolerations")
         if index is None:
-            index = pod_set.memo["exact_tolerations"] = exact_tolerations(spec.get("tolerations"))
+            index = pod_set.facts["exact_tolerations"] = exact_tolerations(spec.get("tolerations"))
         if (key, value, effect) in index or (key, value, "") in index:
             return True
     existing = spec.get("tolerations") if isinstance(spec, dict) else None
@@ -628,9 +670,7 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     pinned = [(pod_set, pinned_products(pod_set, workload, policy,
                                         include_workload_label=is_positive(gpus_per_pod(pod_set, policy))))
               for pod_set in workload.pod_sets]
-    if all(not pairs or _tolerates_all(pod_set, _spec_walk(pod_set, workload.doc)[1],
-                                       (product_toleration(label, product) for label, product in pairs))
-           for pod_set, pairs in pinned):
+    if _tolerates_pinned(pinned, workload):
         return []  # already mutated (the /validate case), or pinned to nothing: nothing to build
     builder = _Builder(workload)
     out: list[PodSetPatch] = []
@@ -644,6 +684,18 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
         if injected:
             out.append(PodSetPatch(pod_set, builder.ops[start:], injected))
     return _decoupled(out)
+
+
+def _tolerates_pinned(pinned: list[tuple[PodSet, list[tuple[str, str]]]], workload: Workload) -> bool:
+    """Whether every pod set already tolerates the product taints it is pinned to: the
+    ``_tolerates_all`` of their :func:`product_toleration`, without building them."""
+    for pod_set, pairs in pinned:
+        if pairs:
+            spec = _spec_walk(pod_set, workload.doc)[1]
+            for label, product in pairs:
+                if not _tolerates(pod_set, spec, label, product, NO_SCHEDULE):
+                    return False
+    return True
 
 
 def _decoupled(patches: list[PodSetPatch]) -> list[PodSetPatch]:

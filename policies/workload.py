@@ -7,6 +7,8 @@ the engine reports as GG002 (invalid-object).
 
 from __future__ import annotations
 
+import itertools
+import marshal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -112,8 +114,14 @@ class PodSet:
     scheduler: str
     _requests: dict[str, Fraction] | None = field(default=None, repr=False)
     _request_errors: list[tuple[str, str]] = field(default_factory=list, repr=False)
-    # Derived facts several rules ask for (GPUs per pod under a policy, ...), computed once.
+    # Derived facts several rules ask for, computed once: ``memo`` for this pod set's own
+    # (those that embed its JSON Pointer or depend on the workload), ``facts`` for those
+    # that depend only on the pod spec's content: pod sets whose specs are exactly equal
+    # share one ``facts`` (:func:`_spec_facts`), within an object and across objects. So
+    # facts hold no part of the document (it may be changed later), and keys of facts that
+    # depend on a policy carry its :func:`facts_token`. Read only.
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    facts: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
     # Views of the template every rule reads, worked out once: the template is not changed
     # while a PodSet exists (the engine builds a new workload from a patched object).
     spec: dict[str, Any] = field(init=False, repr=False, compare=False)
@@ -141,39 +149,48 @@ class PodSet:
         """(JSON Pointer, container) for every container, init containers first."""
         found = self._containers
         if found is None:
-            found = self._containers = self._find_containers()
+            in_spec, self._init_containers = spec_containers(self.spec)
+            base = self.spec_path
+            found = self._containers = tuple([(base + path, c) for path, c in in_spec])
         return iter(found if init else found[self._init_containers:])
-
-    def _find_containers(self) -> tuple[tuple[str, dict[str, Any]], ...]:
-        found: list[tuple[str, dict[str, Any]]] = []
-        spec = self.spec
-        items = spec.get("initContainers")
-        if isinstance(items, list):
-            base = self.spec_path + "/initContainers/"
-            for i, c in enumerate(items):  # a loop, not a generator: this runs per pod set
-                if isinstance(c, dict):
-                    found.append((base + str(i), c))
-        self._init_containers = len(found)
-        items = spec.get("containers")
-        if isinstance(items, list):
-            base = self.spec_path + "/containers/"
-            for i, c in enumerate(items):
-                if isinstance(c, dict):
-                    found.append((base + str(i), c))
-        return tuple(found)
 
     @property
     def requests(self) -> dict[str, Fraction]:
         """The effective pod request the scheduler sees (see :mod:`policies.resources`)."""
         if self._requests is None:
-            self._requests, self._request_errors = pod_requests(self.spec, self.spec_path)
-        return self._requests
+            # worked out from the spec alone (errors relative to it), once per shared facts
+            found = self.facts.get("pod_requests")
+            if found is None:
+                found = self.facts["pod_requests"] = pod_requests(self.spec, "")
+            self._requests, errors = found
+            if errors:
+                base = self.spec_path
+                self._request_errors = [(base + path, reason) for path, reason in errors]
+        return self._requests  # type: ignore[return-value]
 
     @property
     def request_errors(self) -> list[tuple[str, str]]:
         """(JSON Pointer, reason) for every quantity that does not parse."""
         _ = self.requests
         return self._request_errors
+
+
+def spec_containers(spec: dict[str, Any]) -> tuple[tuple[tuple[str, dict[str, Any]], ...], int]:
+    """((JSON Pointer from the pod spec, container), ...) with init containers first, and
+    how many of them are init containers."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    items = spec.get("initContainers")
+    if isinstance(items, list):
+        for i, c in enumerate(items):  # a loop, not a generator: this runs per pod spec
+            if isinstance(c, dict):
+                found.append((f"/initContainers/{i}", c))
+    inits = len(found)
+    items = spec.get("containers")
+    if isinstance(items, list):
+        for i, c in enumerate(items):
+            if isinstance(c, dict):
+                found.append((f"/containers/{i}", c))
+    return tuple(found), inits
 
 
 @dataclass(frozen=True)
@@ -345,6 +362,53 @@ def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, s
             yield str(key), path, entry
 
 
+# Facts of pod specs by content, kept across objects: a sweep submits many jobs of one
+# template, and a Master/Worker pair shares one spec. Bounded (the oldest goes first), and
+# only for specs of a reasonable size: the key is the spec's bytes.
+_SPEC_FACTS: dict[bytes, dict[Any, Any]] = {}
+_MAX_SPEC_FACTS = 128
+_MAX_SPEC_BYTES = 16 * 1024
+# A facts dict gathers keys per policy (see facts_token); past this many it starts afresh.
+_MAX_FACTS_KEYS = 64
+_FACTS_TOKENS = itertools.count(1)
+
+
+def facts_token(policy_memo: dict[str, Any]) -> int:
+    """The number that names a policy (by its ``memo``) in the keys of shared ``facts``.
+
+    Facts outlive the objects they were first derived for, so a key must never name a
+    later policy by accident, as ``id()`` of a freed one could."""
+    token: int | None = policy_memo.get("facts token")
+    if token is None:
+        token = policy_memo["facts token"] = next(_FACTS_TOKENS)
+    return token
+
+
+def _spec_facts(spec: Any) -> dict[Any, Any] | None:
+    """The shared facts of pod specs with ``spec``'s exact content, or None (not shared).
+
+    The key is ``marshal`` of the spec: unlike ``==``, it tells ``1``, ``1.0`` and ``True``
+    apart, and key order, so for what JSON and YAML give equal keys mean every rule reads
+    both specs alike. (Format 4 also marks objects referenced from elsewhere, which can
+    only make an equal spec miss: the spec is serialised before anything refers into it.)"""
+    if type(spec) is not dict:
+        return None
+    try:
+        key = marshal.dumps(spec)
+    except (ValueError, RecursionError):  # a YAML date, nested too deep: not shared
+        return None
+    if len(key) > _MAX_SPEC_BYTES:
+        return None
+    found = _SPEC_FACTS.get(key)
+    if found is None:
+        if len(_SPEC_FACTS) >= _MAX_SPEC_FACTS:
+            _SPEC_FACTS.pop(next(iter(_SPEC_FACTS)), None)
+        found = _SPEC_FACTS[key] = {}
+    elif len(found) > _MAX_FACTS_KEYS:
+        found.clear()
+    return found
+
+
 def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, object_default: str,
               autoscaling: bool) -> Iterator[PodSet]:
     for name, path, entry in _entries(doc, source):
@@ -355,7 +419,13 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
                 template = expect_mapping(template, template_path, f"{name}.{source.template}")
         else:
             template_path, template = path, entry
-        _check_template(template, template_path)
+        facts = _spec_facts(template.get("spec"))
+        if facts is None or "shape checked" not in facts:
+            _check_template(template, template_path)
+            if facts is not None:
+                facts["shape checked"] = True
+        else:  # the same spec passed before: the metadata is this template's own
+            _check_template(template, template_path, check_spec=False)
 
         replicas = 1
         if source.replicas is not None:
@@ -372,8 +442,11 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
 
         scheduler = override or _template_scheduler(template) or object_default
         # positional: measurably cheaper than keywords for a dataclass this wide
-        yield PodSet(name, replicas, gang_count, source.counted, template, template_path,
-                     scheduler or DEFAULT_SCHEDULER)
+        pod_set = PodSet(name, replicas, gang_count, source.counted, template, template_path,
+                         scheduler or DEFAULT_SCHEDULER)
+        if facts is not None:
+            pod_set.facts = facts
+        yield pod_set
 
 
 def _entry_count(entry: dict[str, Any], key: str, path: str, default: int | None) -> int | None:
@@ -385,11 +458,12 @@ def _entry_count(entry: dict[str, Any], key: str, path: str, default: int | None
     return expect_count(value, f"{path}/{key}", key, default)
 
 
-def _check_template(template: dict[str, Any], path: str) -> None:
+def _check_template(template: dict[str, Any], path: str, check_spec: bool = True) -> None:
     """Raise :class:`ShapeError` where a pod template's metadata, spec, containers or their
     resources have the wrong type. The checks run on every object and pass on nearly all,
     so the paths and names for the messages are built only when one fails. (``get`` gives
-    None for a missing key, which the model treats as it treats null: as unset.)"""
+    None for a missing key, which the model treats as it treats null: as unset.)
+    ``check_spec=False``: the metadata only (the spec is known to pass)."""
     meta = template.get("metadata")
     if meta is None:
         meta = {}
@@ -400,7 +474,7 @@ def _check_template(template: dict[str, Any], path: str) -> None:
         if value is not None and not _is_string_map(value):
             _string_map(value, f"{path}/metadata/{key}", what)
     pod_spec = template.get("spec")
-    if pod_spec is None:
+    if pod_spec is None or not check_spec:
         return
     if not isinstance(pod_spec, dict):
         expect_mapping(pod_spec, path + "/spec", "pod spec")

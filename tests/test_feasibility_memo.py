@@ -11,6 +11,7 @@ what a caller gets is its own to edit.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from typing import Any
 
@@ -447,6 +448,9 @@ def test_the_memo_is_a_bounded_lru() -> None:
 
 
 def test_a_hit_is_the_callers_to_edit() -> None:
+    """A hit is not a deep copy: the explain rows are frozen and shared, the containers
+    are the caller's. Whatever a caller does to what it was handed, the memo keeps the
+    answer it had."""
     pol = Policy()
     topo = Topology.from_objects(gpu_cluster())
     snapshot = ClusterSnapshot("c", topo)
@@ -456,11 +460,24 @@ def test_a_hit_is_the_callers_to_edit() -> None:
     assert first.witness is not None and first.rows
     first.cluster = "edited"
     first.witness["Worker"]["gpu-0"] = 99
-    first.rows[0].count = 0
+    first.witness["Extra"] = {"gpu-1": 1}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.rows[0].count = 0         # type: ignore[misc]
+    first.rows[0] = dataclasses.replace(first.rows[0], count=0)
     first.notes.append("edited")
     second = check_cluster(asked, snapshot, pol)
     assert as_tuple(second) == expected and memo_of(topo).hits == 1
     assert second.witness is not None
     second.witness["Master"].clear()
     second.rows.pop()
-    assert as_tuple(check_cluster(asked, snapshot, pol)) == expected
+    second.notes.append("edited")
+    second.verdict = Verdict.NEVER
+    second.message = "edited"
+    third = check_cluster(asked, snapshot, pol)
+    assert as_tuple(third) == expected and memo_of(topo).hits == 2
+    # Two hits share no container: editing one leaves the other as it was.
+    fourth = check_cluster(asked, snapshot, pol)
+    assert third.witness is not None and fourth.witness is not None
+    assert third.witness is not fourth.witness and third.rows is not fourth.rows
+    assert all(third.witness[k] is not fourth.witness[k] for k in third.witness)
+    assert third.notes is not fourth.notes

@@ -247,12 +247,15 @@ PARITY = settings(max_examples=150, deadline=None, derandomize=True,
 
 def _isolated(doc: Any, policy: Policy) -> dict[str, Any]:
     """The evaluation with no state shared with earlier ones: a fresh copy of the document
-    and of the policy (its memo is per object), caches of parsed values cleared."""
+    and of the policy (its memo is per object), caches of parsed values and of pod spec
+    facts cleared."""
     from policies.findings import _remembered_tokens
     from policies.quantity import parse_text
+    from policies.workload import _SPEC_FACTS
 
     parse_text.cache_clear()
     _remembered_tokens.cache_clear()
+    _SPEC_FACTS.clear()
     fresh_policy = policy_from_data(copy.deepcopy(_raw_policy(policy)), policy.source)
     return full_outcome(copy.deepcopy(doc), fresh_policy)
 

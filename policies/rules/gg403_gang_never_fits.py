@@ -115,4 +115,4 @@ NEEDS_TOPOLOGY = True
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     from policies.feasibility import problems  # numpy: imported only when a topology is given
 
-    yield from problems(workload, ctx, ID)
+    return problems(workload, ctx, ID)  # an iterator already: no generator of our own

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer
-from policies.gpu import raw_gpu_resources
+from policies.gpu import spec_gpu_resources
 from policies.workload import Workload
 
 ID = "GG501"
@@ -45,9 +45,9 @@ SEVERITY = Severity.ERROR
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     for pod_set in workload.pod_sets:
-        for entry in raw_gpu_resources(pod_set, ctx.policy):
+        for entry in spec_gpu_resources(pod_set, ctx.policy):
             if entry.request is not None and entry.limit is None:
                 yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: requests "
                               f"{entry.resource}: {entry.request} but sets no limit for it; the API server "
                               "refuses the pods (limit must be set for non-overcommitable resources)",
-                              join_pointer(entry.path, "requests", entry.resource))
+                              join_pointer(pod_set.spec_path + entry.path, "requests", entry.resource))

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer
-from policies.gpu import raw_gpu_resources
+from policies.gpu import spec_gpu_resources
 from policies.workload import Workload
 
 ID = "GG502"
@@ -46,7 +46,7 @@ SEVERITY = Severity.ERROR
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     for pod_set in workload.pod_sets:
-        for entry in raw_gpu_resources(pod_set, ctx.policy):
+        for entry in spec_gpu_resources(pod_set, ctx.policy):
             request, limit = entry.request_amount, entry.limit_amount
             if request is None or limit is None:
                 continue  # one is not set, or not a quantity (GG504 reports it)
@@ -54,4 +54,4 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
                 yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
                               f"{entry.resource} request {entry.request} differs from limit {entry.limit}; "
                               "for GPUs they must be equal",
-                              join_pointer(entry.path, "requests", entry.resource))
+                              join_pointer(pod_set.spec_path + entry.path, "requests", entry.resource))

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer
-from policies.gpu import raw_gpu_resources
+from policies.gpu import spec_gpu_resources
 from policies.workload import Workload
 
 ID = "GG503"
@@ -44,7 +44,7 @@ SEVERITY = Severity.ERROR
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
     for pod_set in workload.pod_sets:
-        for entry in raw_gpu_resources(pod_set, ctx.policy):
+        for entry in spec_gpu_resources(pod_set, ctx.policy):
             for part, raw, amount in (("requests", entry.request, entry.request_amount),
                                       ("limits", entry.limit, entry.limit_amount)):
                 if amount is None:
@@ -55,4 +55,4 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
                 if problem:
                     yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
                                   f"{entry.resource} {part} {raw} is {problem}; GPUs are whole devices",
-                                  join_pointer(entry.path, part, entry.resource))
+                                  join_pointer(pod_set.spec_path + entry.path, part, entry.resource))
