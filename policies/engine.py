@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,14 @@ from policies.config import Policy
 from policies.findings import Finding, ObjectRef, Problem, Severity
 from policies.patch import PatchOp, apply_patch, clone
 from policies.registry import Rule, all_rules, get_rule
-from policies.workload import ShapeError, Workload, build_workload, is_kubernetes_object, object_ref
+from policies.workload import (
+    ShapeError,
+    Workload,
+    build_workload,
+    facts_token,
+    is_kubernetes_object,
+    object_ref,
+)
 
 log = logging.getLogger("gpugate.engine")
 
@@ -32,6 +39,12 @@ class Context:
     cache: dict[str, Any] = field(default_factory=dict)
     # Wall-clock deadline (time.monotonic()) for the feasibility checks; None: no budget.
     deadline: float | None = None
+    # The policy's facts_token, for keys of shared pod-spec facts: asked once here, not by
+    # every rule (see policies.workload.facts_token).
+    token: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.token = facts_token(self.policy.memo)
 
 
 @dataclass
@@ -103,12 +116,18 @@ def _rules_to_run(policy: Policy, ignored: frozenset[str], topology: bool) -> tu
     return found
 
 
-def _run(rule: Rule, produce: Iterable[Any], ref: ObjectRef | None) -> Iterable[Any]:
-    """Guard one rule: an internal error is logged and reported, never raised."""
+def _mutations(rule: Rule, workload: Workload, ctx: Context,
+               ref: ObjectRef | None) -> list[tuple[Problem, list[PatchOp]] | Problem]:
+    """What a mutating rule proposes, guarded: an internal error is logged and reported as
+    a :class:`Problem` after what it proposed before failing, never raised. (``mutate``
+    may return any iterable.)"""
+    found: list[tuple[Problem, list[PatchOp]] | Problem] = []
     try:
-        yield from produce
+        for item in rule.mutate(workload, ctx):  # type: ignore[misc]  # only rules with a mutate
+            found.append(item)
     except Exception as exc:  # noqa: BLE001 - a rule bug must not take the front end down
-        yield _internal_error(rule, exc, ref)
+        found.append(_internal_error(rule, exc, ref))
+    return found
 
 
 def _internal_error(rule: Rule, exc: Exception, ref: ObjectRef | None) -> Problem:
@@ -142,7 +161,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     current = doc
     for rule in mutating:
         changed = False
-        for item in _run(rule, rule.mutate(workload, ctx), ref):  # type: ignore[misc]
+        for item in _mutations(rule, workload, ctx, ref):
             if isinstance(item, Problem):  # internal error
                 result.findings.append(_finding(rule, item, ref, policy))
                 continue
@@ -164,7 +183,9 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     result.workload = workload
 
     for rule in checking:
-        # The guard of _run, inlined: a generator per rule and object is measurable here.
+        # The guard, inlined: a function per rule and object is measurable here. A check
+        # may return any iterable: most return an empty tuple when they cannot fire, which
+        # costs less than a generator that yields nothing.
         try:
             for problem in rule.check(workload, ctx):  # type: ignore[misc]  # only rules with a check
                 result.findings.append(_finding(rule, problem, ref, policy))

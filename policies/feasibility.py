@@ -34,10 +34,14 @@ The check never sees the workload: :func:`fit_question` reduces it (with the pol
 a frozen, hashable :class:`FitQuestion` holding exactly what the check reads, so the
 per-cluster outcome is a function of (question, topology state). Jobs of one template
 get the one question object (kept by what it is built from), which the memo finds by
-identity. :class:`OutcomeMemo` keeps recent outcomes on the topology against its version
-counters, so jobs of one shape (sweeps, retries, one template, the API server asking
-again) are answered without checking again until something the snapshot holds changes;
-a hit is a shallow copy (the explain rows are frozen).
+identity; what the question reads of a pod spec (:class:`_SpecFit`: units per pod and
+eligibility signature) is worked out once per spec content and kept in the spec's shared
+facts, so a repeated template finds its question by a key of a few small values.
+:class:`OutcomeMemo` keeps recent outcomes on the topology against its version counters,
+so jobs of one shape (sweeps, retries, one template, the API server asking again) are
+answered without checking again until something the snapshot holds changes (while
+nothing at all has, the topology's stamp says so without reading the counters); a hit is
+a shallow copy (the explain rows are frozen).
 """
 
 from __future__ import annotations
@@ -228,9 +232,13 @@ def _gang_and_volcano(workload: Workload) -> tuple[bool, bool]:
     if not scheduler_known(workload):
         volcano = any(q.explicit and q.system == "volcano" for q in workload.queues)
         return bool(workload.spec.gang) and volcano, volcano
-    schedulers = {p.scheduler for p in workload.gang_pod_sets}
-    return (bool(workload.spec.gang) and bool(schedulers - {DEFAULT_SCHEDULER}),
-            VOLCANO_SCHEDULER in schedulers)
+    batch = volcano = False
+    for p in workload.gang_pod_sets:  # a loop, not sets of schedulers: on every review
+        if p.scheduler != DEFAULT_SCHEDULER:
+            batch = True
+            if p.scheduler == VOLCANO_SCHEDULER:
+                volcano = True
+    return bool(workload.spec.gang) and batch, volcano
 
 
 def demands_for(workload: Workload) -> list[Demand] | None:
@@ -243,14 +251,14 @@ def _demands(workload: Workload, gang: bool) -> list[Demand] | None:
     found = _demand_rows(workload, gang)
     if found is None:
         return None
-    rows, parts = found
+    rows, sets = found
     demands: list[Demand] = []
     placements: dict[str, dict[str, Any]] = {}
-    for row, placement_parts in zip(rows, parts, strict=True):
+    for row, pod_set in zip(rows, sets, strict=True):
         signature = row[6]
         placement = placements.get(signature)
         if placement is None:
-            placement = placements[signature] = _placement_of(*placement_parts)
+            placement = placements[signature] = _placement_of(*_placement_parts(pod_set.spec))
         demands.append(Demand(*row, placement))
     return demands
 
@@ -261,23 +269,80 @@ _DemandRow = tuple[str, str, int, tuple[tuple[str, int], ...], int, int, str]
 
 _Parts = tuple[Any, Any, Any, Any]     # :func:`_placement_parts`
 
+# What the check reads of a pod spec, kept in ``PodSet.facts`` under this key (see
+# :class:`_SpecFit`), or None when a request does not parse.
+_FIT_FACTS = "fit"
 
-def _demand_rows(workload: Workload, gang: bool) -> tuple[list[_DemandRow], list[_Parts]] | None:
-    """The fields of each pod set's :class:`Demand` but the placement, as plain tuples,
-    and each pod set's placement parts (:func:`_placement_parts`); None when a request
-    does not parse. Pod sets of one template share one signature string object."""
-    sets = [p for p in workload.gang_pod_sets if p.gang_count > 0 or p.replicas > 0]
+
+class _SpecFit:
+    """What the check reads of one pod spec: its scheduler units per pod (``pods: 1``
+    included, in request order) and its eligibility signature (:func:`_signature`).
+
+    Both are functions of the spec's content alone, so it lives in the spec's shared
+    facts: pod sets of one template, in this object and in later ones, are neither
+    converted nor serialised again. Compared by identity, which is cheap to hash, and
+    sound as a key while it is held: one object stands for one spec content."""
+
+    __slots__ = ("units", "signature")
+
+    def __init__(self, units: tuple[tuple[str, int], ...], signature: str) -> None:
+        self.units = units
+        self.signature = signature
+
+
+def _spec_fit(pod_set: PodSet) -> _SpecFit | None:
+    facts = pod_set.facts
+    if _FIT_FACTS in facts:
+        return facts[_FIT_FACTS]  # type: ignore[no-any-return]
+    found = None
+    if not pod_set.request_errors:
+        per_pod = {r: max(0, scheduler_units(r, q)) for r, q in pod_set.requests.items()}
+        per_pod["pods"] = per_pod.get("pods", 0) + 1
+        found = _SpecFit(tuple(per_pod.items()), _parts_signature(list(_placement_parts(pod_set.spec))))
+    facts[_FIT_FACTS] = found
+    return found
+
+
+def _placed_sets(workload: Workload) -> list[PodSet]:
+    """The gang's pod sets with pods to place."""
+    return [p for p in workload.gang_pod_sets if p.gang_count > 0 or p.replicas > 0]
+
+
+def _spec_fits(sets: list[PodSet]) -> list[_SpecFit] | None:
+    """:func:`_spec_fit` of each pod set; None when a request does not parse."""
+    fits: list[_SpecFit] = []
     for p in sets:
-        if p.request_errors:
+        fit = _spec_fit(p)
+        if fit is None:
             return None
-    units = _pod_units(sets)
+        fits.append(fit)
+    return fits
+
+
+def _demand_rows(workload: Workload, gang: bool) -> tuple[list[_DemandRow], list[PodSet]] | None:
+    """The fields of each pod set's :class:`Demand` but the placement, as plain tuples,
+    and the pod sets they are of; None when a request does not parse."""
+    sets = _placed_sets(workload)
+    fits = _spec_fits(sets)
+    if fits is None:
+        return None
+    return _rows(sets, fits, gang, workload.gang_min), sets
+
+
+def _rows(sets: list[PodSet], fits: list[_SpecFit], gang: bool, gang_min: int) -> list[_DemandRow]:
+    """:func:`_demand_rows` from the pod sets' :func:`_spec_fit`. Pod sets with equal
+    requests or placements share one units and one signature object."""
+    units = [f.units for f in fits]
+    signatures = [f.signature for f in fits]
+    if len(fits) > 1:
+        units, signatures = _shared(units), _shared(signatures)
     counts = [p.gang_count for p in sets] if gang else [p.replicas for p in sets]
-    if gang and 0 < workload.gang_min < sum(counts):
+    if gang and 0 < gang_min < sum(counts):
         # Flexible gang (Volcano minAvailable below the tasks' sum): any gang_min pods will
         # do, so no pod set is individually required; place the cheapest ones.
         order = sorted(range(len(sets)), key=lambda i: sorted(units[i]))
         want = [0] * len(sets)
-        left = workload.gang_min
+        left = gang_min
         for i in order:
             take = min(left, sets[i].replicas)
             want[i] = take
@@ -286,46 +351,25 @@ def _demand_rows(workload: Workload, gang: bool) -> tuple[list[_DemandRow], list
     else:
         want = counts
         hard = counts if gang else [min(1, c) for c in counts]
-    rows: list[_DemandRow] = []
-    all_parts: list[_Parts] = []
-    signatures: list[str] = []   # the distinct ones so far
-    for p, u, h, w in zip(sets, units, hard, want, strict=True):
-        parts = _placement_parts(p.spec)
-        signature = _parts_signature(list(parts))
-        # Pod sets of one template share one signature object (hashed once by every cache
-        # and the memo).
-        for known in signatures:
-            if known == signature:
-                signature = known
+    return [(p.name, p.path, p.replicas, u, h, w, signature)
+            for p, u, h, w, signature in zip(sets, units, hard, want, signatures, strict=True)]
+
+
+def _shared(values: list[Any]) -> list[Any]:
+    """``values`` with equal ones as one object: pod sets of other templates but equal
+    requests or placements share them (the check works out columns once per units
+    object, and every cache and the memo hash one signature)."""
+    seen: list[Any] = []
+    out: list[Any] = []
+    for value in values:
+        for known in seen:  # a loop, not a dict: a handful of pod sets
+            if known == value:
+                value = known
                 break
         else:
-            signatures.append(signature)
-        rows.append((p.name, p.path, p.replicas, u, h, w, signature))
-        all_parts.append(parts)
-    return rows, all_parts
-
-
-def _pod_units(sets: Sequence[PodSet]) -> list[tuple[tuple[str, int], ...]]:
-    """Scheduler units per pod of each pod set, ``pods: 1`` included, in request order.
-
-    Pod sets of one template request alike: equal requests (exact fractions, so equality
-    is exact) share one conversion."""
-    found: list[tuple[tuple[str, int], ...]] = []
-    done: list[tuple[Mapping[str, Any], tuple[tuple[str, int], ...]]] = []
-    for pod_set in sets:
-        requests = pod_set.requests
-        units = None
-        for seen, seen_units in done:
-            if seen == requests:
-                units = seen_units
-                break
-        if units is None:
-            per_pod = {r: max(0, scheduler_units(r, q)) for r, q in requests.items()}
-            per_pod["pods"] = per_pod.get("pods", 0) + 1
-            units = tuple(per_pod.items())
-            done.append((requests, units))
-        found.append(units)
-    return found
+            seen.append(value)
+        out.append(value)
+    return out
 
 
 QUESTIONS_KEPT = 1024
@@ -333,6 +377,11 @@ QUESTIONS_KEPT = 1024
 # jobs of one template (a sweep, retries) get the one question object, whose Demand and
 # dataclass objects are not built again and which the memo finds by identity.
 _QUESTIONS: dict[Any, FitQuestion] = {}
+# The same questions (or None: nothing to place) by what the workload holds, its pod
+# specs by their :class:`_SpecFit`: a repeated template is answered without building the
+# rows above. Bounded as ``_QUESTIONS`` is.
+_QUESTIONS_BY_SHAPE: dict[Any, FitQuestion | None] = {}
+_UNSET: Any = object()
 # Placements by signature, rebuilt from the signature itself (see :func:`_own_placement`).
 _PLACEMENTS: dict[str, dict[str, Any]] = {}
 
@@ -341,28 +390,45 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     """The question ``workload`` asks of a cluster under ``policy``; None when there is
     nothing to place (no pods, or a request that does not parse: GG504 reports it)."""
     gang, volcano = _gang_and_volcano(workload)
-    found = _demand_rows(workload, gang)
-    if found is None:
+    sets = _placed_sets(workload)
+    fits = _spec_fits(sets)
+    if fits is None:
         return None
-    rows, parts = found
-    if not any(row[5] for row in rows):
-        return None
-    flexible = workload.gang_min if gang and all(row[4] == 0 for row in rows) else 0
     queue = _volcano_queue(workload) if volcano else None
+    queue_fields = None if queue is None else (queue.name, queue.system, queue.path, queue.explicit)
     spec = group_sizes(workload, policy)
     group_fields = None if spec is None else (spec.size, spec.atomic, spec.size_path, spec.atomic_path,
                                               bool(spec.pod_sets))
+    # Everything the rows (:func:`_rows`) and the question are built from; the policy by
+    # its token, the pod specs by their facts (equal objects, equal contents).
+    shape = (_policy_token(policy), gang, workload.gang_min, queue_fields, workload.namespace, group_fields,
+             *[(fit, p.name, p.path, p.replicas, p.gang_count) for fit, p in zip(fits, sets, strict=True)])
+    question = _QUESTIONS_BY_SHAPE.get(shape, _UNSET)
+    if question is _UNSET:
+        if len(_QUESTIONS_BY_SHAPE) >= QUESTIONS_KEPT:   # bounded: one-off shapes must not pile up
+            _QUESTIONS_BY_SHAPE.clear()
+        question = _QUESTIONS_BY_SHAPE[shape] = _question(
+            _rows(sets, fits, gang, workload.gang_min), sets, gang, workload.gang_min, queue, queue_fields,
+            workload.namespace, group_fields, policy)
+    return question
+
+
+def _question(rows: list[_DemandRow], sets: list[PodSet], gang: bool, gang_min: int, queue: QueueRef | None,
+              queue_fields: tuple[Any, ...] | None, namespace: str | None,
+              group_fields: tuple[Any, ...] | None, policy: Policy) -> FitQuestion | None:
+    """:func:`fit_question` from the rows: the question kept for equal inputs, else a new one."""
+    if not any(row[5] for row in rows):
+        return None
+    flexible = gang_min if gang and all(row[4] == 0 for row in rows) else 0
     # Everything the question is built from: the rows, the gang, the queue, the groups,
     # and the policy (its token: the policy-derived fields below are functions of it).
-    inputs = (_policy_token(policy), tuple(rows), flexible,
-              None if queue is None else (queue.name, queue.system, queue.path, queue.explicit),
-              workload.namespace, group_fields)
+    inputs = (_policy_token(policy), tuple(rows), flexible, queue_fields, namespace, group_fields)
     question = _QUESTIONS.get(inputs)
     if question is None:
         if len(_QUESTIONS) >= QUESTIONS_KEPT:   # bounded: one-off shapes must not pile up
             _QUESTIONS.clear()
-        question = _QUESTIONS[inputs] = _new_question(rows, parts, flexible, queue, workload.namespace,
-                                                      group_fields, policy)
+        question = _QUESTIONS[inputs] = _new_question(rows, sets, flexible, queue, namespace, group_fields,
+                                                      policy)
     return question
 
 
@@ -387,12 +453,12 @@ def _own_placement(signature: str, parts: _Parts) -> dict[str, Any]:
     return placement
 
 
-def _new_question(rows: list[_DemandRow], parts: list[_Parts], flexible: int,
+def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
                   queue: QueueRef | None, namespace: str | None, group_fields: tuple[Any, ...] | None,
                   policy: Policy) -> FitQuestion:
     """The :class:`FitQuestion` of :func:`fit_question`'s inputs."""
-    demands = [Demand(*row, _own_placement(row[6], placement_parts))
-               for row, placement_parts in zip(rows, parts, strict=True)]
+    demands = [Demand(*row, _own_placement(row[6], _placement_parts(pod_set.spec)))
+               for row, pod_set in zip(rows, sets, strict=True)]
     groups = None if group_fields is None else GroupQuestion(*group_fields)
     # Once per distinct placement and request: pod sets of one template share them.
     placements = {d.signature: d.placement for d in demands}
@@ -781,7 +847,7 @@ class _Caps:
 def _sets(topo: Topology, demands: Sequence[Demand]) -> list[_Set]:
     out = []
     # Pod sets of one template (master and workers) share their eligibility, and their
-    # request (one units object, see :func:`_pod_units`): both are worked out once.
+    # request (one units object, see :func:`_shared`): both are worked out once.
     by_signature: dict[str, tuple[_Eligibility, tuple[int, ...]]] = {}
     by_units: dict[int, tuple[np.ndarray, np.ndarray, list[str], tuple[Any, ...]]] = {}
     for d in demands:
@@ -1768,12 +1834,14 @@ _POLICY_TOKENS = itertools.count(1)
 class OutcomeMemo:
     """Outcomes of questions already asked of one topology, least recently used out first.
 
-    Key: (:class:`FitQuestion`, the policy's token); value: (versions, outcome). The
-    question holds everything the check reads of the workload and the policy, and the
+    Key: (:class:`FitQuestion`, the policy's token); value: (versions, outcome, stamp).
+    The question holds everything the check reads of the workload and the policy, and the
     versions (:meth:`Topology.state_versions`, plus the supernodes' when GPU groups are
     checked) move on every change of anything the snapshot holds, so an entry whose
-    versions still match is the answer a fresh check would give. Outcomes that depend on
-    time (GG406: budget spent, stale or empty topology) are never kept.
+    versions still match is the answer a fresh check would give. The stamp
+    (:meth:`Topology.state_stamp`) the versions were last found current at answers
+    without working the versions out again while nothing at all has changed. Outcomes
+    that depend on time (GG406: budget spent, stale or empty topology) are never kept.
 
     Not thread-safe, like the topology itself: the webhook applies watch events and
     evaluates reviews on its event-loop thread, the linter has one thread.
@@ -1781,7 +1849,7 @@ class OutcomeMemo:
 
     def __init__(self, size: int = MEMO_ENTRIES) -> None:
         self.size = size
-        self.entries: OrderedDict[Any, tuple[tuple[Any, ...], Outcome]] = OrderedDict()
+        self.entries: OrderedDict[Any, tuple[tuple[Any, ...], Outcome, int | None]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -1792,20 +1860,33 @@ class OutcomeMemo:
             memo = topo.outcome_memo = cls()
         return memo
 
-    def get(self, key: Any, versions: tuple[Any, ...]) -> Outcome | None:
-        """The outcome kept for ``key`` if computed at ``versions``; do not mutate it."""
+    def get(self, key: Any, versions: tuple[Any, ...], stamp: int | None = None) -> Outcome | None:
+        """The outcome kept for ``key`` if computed at ``versions``; do not mutate it.
+        ``stamp``: the topology's stamp now, remembered with a hit (see :meth:`current`)."""
         entry = self.entries.get(key)
         if entry is None or entry[0] != versions:
             if entry is not None:
                 del self.entries[key]   # versions only grow: it can never match again
             self.misses += 1
             return None
+        if stamp is not None and entry[2] != stamp:
+            self.entries[key] = (versions, entry[1], stamp)
         self.entries.move_to_end(key)
         self.hits += 1
         return entry[1]
 
-    def put(self, key: Any, versions: tuple[Any, ...], outcome: Outcome) -> None:
-        self.entries[key] = (versions, outcome)
+    def current(self, key: Any, stamp: int) -> Outcome | None:
+        """The outcome kept for ``key`` if its versions were found current at ``stamp``
+        (nothing has changed since, so they still are); None: ask :meth:`get`."""
+        entry = self.entries.get(key)
+        if entry is None or entry[2] != stamp:
+            return None
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry[1]
+
+    def put(self, key: Any, versions: tuple[Any, ...], outcome: Outcome, stamp: int | None = None) -> None:
+        self.entries[key] = (versions, outcome, stamp)
         self.entries.move_to_end(key)
         while len(self.entries) > self.size:
             self.entries.popitem(last=False)
@@ -1846,20 +1927,25 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
     """The verdict for one member cluster. ``memo``: answer a question asked before of
     the topology as it is now from the topology's memo (see :class:`OutcomeMemo`)."""
     topo = snapshot.topology
+    # A budget already spent gets the same GG406 with or without the memo (tick() below).
+    key: tuple[Any, ...] | None = None
+    versions: tuple[Any, ...] = ()
+    stamp = 0
+    if memo and (deadline is None or time.monotonic() <= deadline):
+        key = (question, _policy_token(policy))
+        table = OutcomeMemo.of(topo)
+        stamp = topo.state_stamp()
+        known = table.current(key, stamp)
+        if known is None:
+            versions = _memo_versions(topo, question)
+            known = table.get(key, versions, stamp)
+        if known is not None:
+            return _copy_outcome(known, snapshot.name)
 
     def tick() -> None:
         if deadline is not None and time.monotonic() > deadline:
             raise _OutOfTime
 
-    # A budget already spent gets the same GG406 with or without the memo (tick() below).
-    key: tuple[Any, ...] | None = None
-    versions: tuple[Any, ...] = ()
-    if memo and (deadline is None or time.monotonic() <= deadline):
-        key = (question, _policy_token(policy))
-        versions = _memo_versions(topo, question)
-        known = OutcomeMemo.of(topo).get(key, versions)
-        if known is not None:
-            return _copy_outcome(known, snapshot.name)
     try:
         out = _check(question, topo, tick)
     except _OutOfTime:
@@ -1868,7 +1954,7 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
     if key is not None and out.verdict != Verdict.UNKNOWN:
         # The caller owns what it gets (it sets ``cluster``; front ends may edit rows):
         # the memo keeps a copy of its own.
-        OutcomeMemo.of(topo).put(key, versions, _copy_outcome(out, ""))
+        OutcomeMemo.of(topo).put(key, versions, _copy_outcome(out, ""), stamp)
     out.cluster = snapshot.name
     return out
 
@@ -2029,10 +2115,10 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
     if not clusters:
         out = Outcome("", Verdict.UNKNOWN, "GG406", "no cluster topology is available")
         return _combine(workload, [out], policy)
+    now = time.monotonic()
     deadline = ctx.deadline
     if deadline is None:
-        deadline = time.monotonic() + float(options.get("budgetMilliseconds", 200)) / 1000
-    now = time.monotonic()
+        deadline = now + float(options.get("budgetMilliseconds", 200)) / 1000
     stale_after = float(options.get("staleAfterSeconds", 30))
     outcomes = []
     for snapshot in clusters:
@@ -2047,6 +2133,11 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
 
 
 def _combine(workload: Workload, outcomes: list[Outcome], policy: Policy) -> Feasibility:
+    for o in outcomes:
+        if o.verdict is Verdict.FITS:
+            if not o.notes:  # the usual answer: nothing to report
+                return Feasibility(Verdict.FITS, outcomes)
+            break
     fleet = len(outcomes) > 1
 
     def label(o: Outcome) -> str:

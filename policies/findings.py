@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # the model imports this module: names for the annotations only
+    from policies.config import Policy
+    from policies.workload import PodSet, Workload
 
 
 class Severity(IntEnum):
@@ -39,6 +44,36 @@ class Problem:
     path: str = ""
     severity: Severity | None = None
     fixable: bool = False
+
+
+class SpecProblem(NamedTuple):
+    """A problem found in the content of a pod spec alone (and the policy), so that pod
+    specs of equal content share it (``PodSet.facts``): the message is
+    ``<workload> pod set <name>`` + ``detail``, the path ``PodSet.spec_path`` + ``path``."""
+
+    detail: str
+    path: str                   # JSON Pointer from the pod spec
+
+
+def pod_set_problems(workload: Workload, policy: Policy, key: Any,
+                     find: Callable[[PodSet, Policy], Iterable[SpecProblem]]) -> list[Problem]:
+    """The problems of every pod set of ``workload`` that ``find(pod_set, policy)`` sees in
+    its pod spec.
+
+    ``find`` reads only the pod spec's content and the policy; what it finds is kept in
+    the pod set's shared facts under ``key``, which names the rule and, when ``find``
+    reads the policy, carries the policy's facts token. So a repeated pod template (a
+    sweep, a Master/Worker pair) is judged once and then costs a lookup per pod set."""
+    problems: list[Problem] = []
+    for pod_set in workload.pod_sets:
+        found: tuple[SpecProblem, ...] | None = pod_set.facts.get(key)
+        if found is None:
+            found = pod_set.facts[key] = tuple(find(pod_set, policy))
+        if found:  # rare: messages and paths are built only here
+            base = pod_set.spec_path
+            for detail, path in found:
+                problems.append(Problem(f"{workload} pod set {pod_set.name}{detail}", base + path))
+    return problems
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,17 @@ A rule module, like a yamllint rule, is its own documentation::
     SLUG = "gpu-group-size-divisible"
     SEVERITY = Severity.ERROR
 
-    def check(workload: Workload, ctx: Context) -> Iterator[Problem]: ...
+    def check(workload: Workload, ctx: Context) -> Iterable[Problem]: ...
+
+``check`` may return any iterable: a generator, or a list (empty, or ``()``, when the
+rule cannot fire: the engine calls every check on every object, and a plain return is
+cheaper than a generator that yields nothing). A rule whose problems depend only on the
+content of a pod spec (and the policy) reports them through
+:func:`policies.findings.pod_set_problems`, so that equal pod specs are judged once.
 
 Optional module attributes: ``NEEDS_TOPOLOGY = True`` (runs only when a cluster
 snapshot is given), ``STAGE = "input"`` (reported by the front end's parser, no
-``check``), and ``mutate(workload, ctx) -> Iterator[tuple[Problem, list[PatchOp]]]`` for
+``check``), and ``mutate(workload, ctx) -> Iterable[tuple[Problem, list[PatchOp]]]`` for
 rules that change the object (their problems are ``fixable``).
 
 Fenced blocks in the docstring are the rule's examples and run as tests: ``yaml pass``

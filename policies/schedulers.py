@@ -49,6 +49,8 @@ def non_volcano_pod_sets(workload: Workload, *, trust_operator: bool = True) -> 
     """Gang pod sets whose pods are known not to be scheduled by Volcano."""
     found = []
     for pod_set in workload.gang_pod_sets:
+        if pod_set.scheduler == VOLCANO_SCHEDULER:
+            continue  # pod_set_scheduler gives this or None: Volcano either way (the usual case)
         scheduler = pod_set_scheduler(workload, pod_set, trust_operator=trust_operator)
         if scheduler is not None and scheduler != VOLCANO_SCHEDULER:
             found.append(pod_set)

@@ -809,6 +809,14 @@ class Topology:
                 self.used_version, self.hypernode_version, self.queue_version, self.podgroup_version,
                 self.quota_version, *(self._key_versions.get(k, 0) for k in label_keys))
 
+    def state_stamp(self) -> int:
+        """One number that moves whenever any version counter does: they only grow, and a
+        label key's version never moves without ``label_version``. Equal stamps, equal
+        :meth:`state_versions` and :meth:`supernode_versions` whatever the keys."""
+        return (self.label_version + self.nodeset_version + self.taint_version + self.cordon_version
+                + self.hypernode_version + self.alloc_version + self.used_version + self.queue_version
+                + self.podgroup_version + self.quota_version)
+
     def cached(self, key: Any, versions: Any) -> Any:
         """Derived data remembered under ``key``, if computed from these ``versions``."""
         entry = self.cache.get(key)

@@ -31,6 +31,7 @@ from policies.workload import PodSet, Workload, facts_token
 __all__ = [
     "UsageConfig", "usage_config", "workload_usage", "in_scope", "required_expression",
     "preferred_term", "usage_tolerations", "product_toleration", "pinned_products",
+    "spec_pinned_products", "labels_pin_product",
     "Conflict", "usage_conflicts", "usage_patch", "product_patch", "PodSetPatch",
 ]
 
@@ -225,13 +226,28 @@ def pinned_products(pod_set: PodSet, workload: Workload, policy: Policy,
     shared facts unless the workload's labels pin a product too.
     """
     labels = product_labels(policy)
-    with_labels = include_workload_label and _labels_pin(workload, labels)
-    memo = pod_set.memo if with_labels else pod_set.facts
-    key = ("pinned_products", facts_token(policy.memo), with_labels)
-    found: tuple[tuple[str, str], ...] | None = memo.get(key)
+    if not (include_workload_label and _labels_pin(workload, labels)):
+        return list(spec_pinned_products(pod_set, policy))
+    key = ("pinned_products", facts_token(policy.memo), True)
+    found: tuple[tuple[str, str], ...] | None = pod_set.memo.get(key)
     if found is None:
-        found = memo[key] = _pinned_products(pod_set, workload, labels, with_labels)
+        found = pod_set.memo[key] = _pinned_products(pod_set, labels, workload.labels)
     return list(found)
+
+
+def spec_pinned_products(pod_set: PodSet, policy: Policy) -> tuple[tuple[str, str], ...]:
+    """:func:`pinned_products` by the pod spec alone (its nodeSelector and required node
+    affinity, not the workload label), in the shared facts (read only)."""
+    key = ("pinned_products", facts_token(policy.memo), False)
+    found: tuple[tuple[str, str], ...] | None = pod_set.facts.get(key)
+    if found is None:
+        found = pod_set.facts[key] = _pinned_products(pod_set, product_labels(policy), {})
+    return found
+
+
+def labels_pin_product(workload: Workload, policy: Policy) -> bool:
+    """Whether the workload's own labels name a GPU product (see :func:`pinned_products`)."""
+    return _labels_pin(workload, product_labels(policy))
 
 
 def _labels_pin(workload: Workload, labels: list[str]) -> bool:
@@ -250,8 +266,9 @@ def product_labels(policy: Policy) -> list[str]:
     return labels
 
 
-def _pinned_products(pod_set: PodSet, workload: Workload, labels: list[str],
-                     include_workload_label: bool) -> tuple[tuple[str, str], ...]:
+def _pinned_products(pod_set: PodSet, labels: list[str],
+                     workload_labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The pins of the pod spec, then of ``workload_labels`` (empty: the spec's alone)."""
     spec = pod_set.spec
     selector = spec.get("nodeSelector")
     if not isinstance(selector, dict):
@@ -259,7 +276,6 @@ def _pinned_products(pod_set: PodSet, workload: Workload, labels: list[str],
     # The required ``In`` expressions, in term order; read once for every label.
     required_in = [expr for _, _, expr in affinity_expressions(pod_set).required
                    if expr.get("operator") == "In"]
-    workload_labels = workload.labels if include_workload_label else {}
     found: dict[tuple[str, str], None] = {}  # ordered, without repeats
     for label in labels:
         values: list[Any] = []
@@ -477,7 +493,7 @@ _UNSEEN: Any = object()
 def _spec_tokens(pod_set: PodSet) -> tuple[str, ...]:
     """The JSON Pointer tokens of the pod set's spec, split once per pod set."""
     found = pod_set.memo.get("spec_walk")
-    return found[0] if found is not None else (*pointer_tokens(pod_set.path), "spec")
+    return found[0] if found is not None else _spec_pointer_tokens(pod_set.path)
 
 
 def _spec_walk(pod_set: PodSet, doc: Any) -> tuple[tuple[str, ...], Any]:
@@ -485,15 +501,35 @@ def _spec_walk(pod_set: PodSet, doc: Any) -> tuple[tuple[str, ...], Any]:
     found by walking the tokens (see :meth:`_Builder.enter`); remembered on the pod set."""
     found: tuple[tuple[str, ...], Any] | None = pod_set.memo.get("spec_walk")
     if found is None:
-        tokens = (*pointer_tokens(pod_set.path), "spec")
+        tokens = _spec_pointer_tokens(pod_set.path)
         found = pod_set.memo["spec_walk"] = (tokens, _walk(doc, tokens))
     return found
+
+
+def _spec_pointer_tokens(template_path: str) -> tuple[str, ...]:
+    """The tokens of ``<template_path>/spec``: the same few paths on every object, so kept
+    (unless hostile keys made the path long)."""
+    if len(template_path) > _REMEMBERED_PATH_MAX:
+        return (*pointer_tokens(template_path), "spec")
+    found = _SPEC_POINTER_TOKENS.get(template_path)
+    if found is None:
+        if len(_SPEC_POINTER_TOKENS) >= _MAX_SPEC_POINTER_TOKENS:
+            _SPEC_POINTER_TOKENS.clear()
+        found = _SPEC_POINTER_TOKENS[template_path] = (*pointer_tokens(template_path), "spec")
+    return found
+
+
+_REMEMBERED_PATH_MAX = 512
+_MAX_SPEC_POINTER_TOKENS = 1024
+_SPEC_POINTER_TOKENS: dict[str, tuple[str, ...]] = {}
 
 
 def _walk(node: Any, tokens: Sequence[str]) -> Any:
     """The node at ``tokens`` below ``node``, or None."""
     for token in tokens:
-        if isinstance(node, dict):
+        if type(node) is dict:  # nearly always: no subclass check
+            node = node.get(token)
+        elif isinstance(node, dict):
             node = node.get(token)
         elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
             node = node[int(token)]
@@ -667,6 +703,8 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
     """
     if not in_scope(workload, policy):
         return []
+    if not _labels_pin(workload, product_labels(policy)) and _spec_pins_tolerated(workload, policy):
+        return []  # the /validate case: worked out once per shared facts
     pinned = [(pod_set, pinned_products(pod_set, workload, policy,
                                         include_workload_label=is_positive(gpus_per_pod(pod_set, policy))))
               for pod_set in workload.pod_sets]
@@ -696,6 +734,31 @@ def _tolerates_pinned(pinned: list[tuple[PodSet, list[tuple[str, str]]]], worklo
                 if not _tolerates(pod_set, spec, label, product, NO_SCHEDULE):
                     return False
     return True
+
+
+def _spec_pins_tolerated(workload: Workload, policy: Policy) -> bool:
+    """:func:`_tolerates_pinned` for a workload whose labels pin no product (nearly all):
+    then every pod set is pinned by its spec alone, so whether the spec tolerates its own
+    pins is a fact of the spec's content. False when in doubt (the long way decides)."""
+    for pod_set in workload.pod_sets:
+        pins_tolerated = _spec_pins_tolerated_in_facts(pod_set, policy)
+        if pins_tolerated is None:
+            continue  # pinned to nothing: nothing to tolerate
+        if not pins_tolerated or _spec_walk(pod_set, workload.doc)[1] is not pod_set.spec:
+            return False
+    return True
+
+
+def _spec_pins_tolerated_in_facts(pod_set: PodSet, policy: Policy) -> bool | None:
+    """Whether the pod spec tolerates the product taint of every product it pins itself
+    to; None when it pins none. Once per shared facts."""
+    key = ("spec pins tolerated", facts_token(policy.memo))
+    found: bool | None = pod_set.facts.get(key, _UNSEEN)
+    if found is _UNSEEN:
+        pins = spec_pinned_products(pod_set, policy)
+        found = pod_set.facts[key] = None if not pins else all(
+            [_tolerates(pod_set, pod_set.spec, label, product, NO_SCHEDULE) for label, product in pins])
+    return found
 
 
 def _decoupled(patches: list[PodSetPatch]) -> list[PodSetPatch]:

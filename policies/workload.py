@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from policies.findings import ObjectRef, join_pointer, pointer_tokens
+from policies.findings import ObjectRef, escape_pointer, join_pointer, pointer_tokens
 from policies.kinds import DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
 from policies.resources import pod_requests
 
@@ -213,6 +213,12 @@ class Workload:
     gang_min_path: str          # "" when derived from replicas
     queues: list[QueueRef]
     memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    # The pod sets counted in the gang (read only: shared by every caller). An attribute,
+    # not a property: rules ask for it about ten times per object.
+    gang_pod_sets: list[PodSet] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.gang_pod_sets = [p for p in self.pod_sets if p.counted]
 
     @property
     def kind(self) -> str:
@@ -233,14 +239,6 @@ class Workload:
             if q.explicit:
                 return q
         return self.queues[0] if self.queues else None
-
-    @property
-    def gang_pod_sets(self) -> list[PodSet]:
-        """The pod sets counted in the gang (read only: shared by every caller)."""
-        found: list[PodSet] | None = self.memo.get("gang_pod_sets")
-        if found is None:
-            found = self.memo["gang_pod_sets"] = [p for p in self.pod_sets if p.counted]
-        return found
 
     @property
     def schedulers(self) -> set[str]:
@@ -356,7 +354,7 @@ def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, s
             yield (name if isinstance(name, str) and name else f"{what}[{i}]"), path, entry
     else:
         for key, entry in _bounded(expect_mapping(value, source.at, what), source.at, what).items():
-            path = join_pointer(source.at, str(key))
+            path = source.at + "/" + escape_pointer(str(key))
             if not isinstance(entry, dict):
                 entry = expect_mapping(entry, path, f"{what}.{key}")
             yield str(key), path, entry
@@ -535,8 +533,11 @@ def _gang_min(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> tu
     value = resolve(doc, spec.gang_min)
     if isinstance(value, str) and value.strip().isdigit():  # annotations are strings
         value = int(value)
-    explicit = None if value is MISSING or value is None else expect_count(
-        value, spec.gang_min, spec.gang_min.rsplit("/", 1)[-1].replace("~1", "/"), None)
+    if type(value) is int and value >= 0:  # the usual case (not bool: type(True) is bool)
+        explicit: int | None = value
+    else:
+        explicit = None if value is MISSING or value is None else expect_count(
+            value, spec.gang_min, spec.gang_min.rsplit("/", 1)[-1].replace("~1", "/"), None)
     if explicit is None or (explicit == 0 and spec.gang_min_zero_unset):
         return (derived if pod_sets else 0), ""
     return explicit, spec.gang_min

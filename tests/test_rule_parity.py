@@ -49,10 +49,13 @@ from policies.usage import (  # noqa: E402
     _Builder,
     _carries_usage,
     _inject_usage,
+    _spec_pins_tolerated,
     _spec_walk,
     _tolerates_all,
+    _tolerates_pinned,
     _wanted_usage,
     in_scope,
+    labels_pin_product,
     pinned_products,
     product_toleration,
     usage_config,
@@ -365,7 +368,7 @@ def test_pointers_round_trip(tokens: list[str]) -> None:
 # -- shortcuts must answer as the long way would ------------------------------------------
 
 _TOLERATION_KEYS = st.sampled_from(["", "a", "b", 0, None])
-_TOLERATION = st.one_of(
+_TOLERATION: st.SearchStrategy[Any] = st.one_of(
     st.fixed_dictionaries({}, optional={
         "key": _TOLERATION_KEYS,
         "operator": st.sampled_from(["Equal", "Exists", "", "In", None]),
@@ -438,9 +441,12 @@ def _check_shortcut(sample: tuple[str, Any], policy: Policy) -> None:
             if _carries_usage(pod_set, spec, wanted):
                 assert not _inject_usage(_Builder(workload), _Builder(workload).enter(pod_set), wanted), name
         assert [p.ops for p in usage_patch(workload, policy)] == _long_usage_ops(workload, wanted), name
-    for pod_set in workload.pod_sets:
-        pairs = pinned_products(pod_set, workload, policy,
-                                include_workload_label=is_positive(gpus_per_pod(pod_set, policy)))
+    pinned = [(pod_set, pinned_products(pod_set, workload, policy,
+                                        include_workload_label=is_positive(gpus_per_pod(pod_set, policy))))
+              for pod_set in workload.pod_sets]
+    if not labels_pin_product(workload, policy):  # where GG102 takes its shortcut
+        assert not _spec_pins_tolerated(workload, policy) or _tolerates_pinned(pinned, workload), name
+    for pod_set, pairs in pinned:
         wanted_tolerations = [product_toleration(label, product) for label, product in pairs]
         if pairs and _tolerates_all(pod_set, _spec_walk(pod_set, workload.doc)[1], wanted_tolerations):
             injected: list[str] = []

@@ -12,7 +12,6 @@ semantics can be tested without sockets:
 from __future__ import annotations
 
 import base64
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from policies.config import Policy
 from policies.engine import Evaluation, evaluate
 from policies.findings import Finding, Severity
 from policies.kinds import KINDS
+from webhook import jsonio
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -84,7 +84,7 @@ def parse_review(body: bytes, content_type: str | None, limit: int = MAX_BODY_BY
     if len(body) > limit:
         raise ReviewError(f"request body of {len(body)} bytes exceeds the limit of {limit} bytes", 413)
     try:
-        review = json.loads(body)
+        review = jsonio.loads(body)
     except RecursionError:
         raise ReviewError(f"request body is not valid JSON: nested more than {MAX_JSON_DEPTH} "
                           "levels deep") from None
@@ -241,7 +241,7 @@ def admit(request: dict[str, Any], endpoint: str, policy: Policy, clusters: Sequ
     if endpoint == MUTATE:
         if not evaluation.patch:
             return Outcome(envelope(uid), "allowed", kind, evaluation=evaluation)
-        patch = base64.b64encode(json.dumps(evaluation.patch, separators=(",", ":")).encode()).decode()
+        patch = base64.b64encode(jsonio.dumps(evaluation.patch)).decode()
         fixed = [f for f in evaluation.findings if f.fixable]
         return Outcome(envelope(uid, patchType="JSONPatch", patch=patch), "patched", kind, fixed, evaluation)
 

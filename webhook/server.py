@@ -25,6 +25,7 @@ from aiohttp import web
 
 from policies.config import Policy, PolicyError, load_policy
 from policies.findings import Severity
+from webhook import jsonio
 from webhook.admission import MAX_BODY_BYTES, ReviewError, admit, envelope, parse_review
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.tls import ReloadingContext
@@ -346,8 +347,7 @@ class Webhook:
             log.info("%s %s uid=%r: %s", endpoint, outcome.verdict, review_request["uid"],
                      repr("; ".join(f"{f.rule} {f.message}" for f in outcome.findings
                                     if f.severity >= Severity.WARNING)[:500])[1:-1])
-        return web.Response(body=json.dumps(outcome.review, separators=(",", ":")).encode(),
-                            content_type="application/json")
+        return web.Response(body=jsonio.dumps(outcome.review), content_type="application/json")
 
     async def mutate(self, request: web.Request) -> web.Response:
         return await self.review(request, "mutate")

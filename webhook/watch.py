@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import random
 import socket
@@ -42,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+
+from webhook import jsonio
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -178,7 +179,7 @@ def iter_pages(api_client: k8s.ApiClient, resource: Resource,
                 raise ListRestarted(resource.plural) from None
             raise
         try:
-            page = json.loads(response.data)
+            page = jsonio.loads(response.data)
         finally:
             _close(response)
         if not isinstance(page, dict) or not isinstance(page.get("items") or [], list):
@@ -434,7 +435,7 @@ class ResourceWatcher:
 
     def _event(self, line: str) -> None:
         try:
-            event = json.loads(line)
+            event = jsonio.loads(line)
         except ValueError:
             raise WatchFailed(f"undecodable watch event: {line[:200]!r}") from None
         kind = event.get("type") if isinstance(event, dict) else None

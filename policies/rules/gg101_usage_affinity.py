@@ -59,8 +59,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.patch import PatchOp
@@ -72,12 +70,12 @@ SLUG = "usage-affinity"
 SEVERITY = Severity.WARNING
 
 
-def mutate(workload: Workload, ctx: Context) -> Iterator[tuple[Problem, list[PatchOp]]]:
+def mutate(workload: Workload, ctx: Context) -> list[tuple[Problem, list[PatchOp]]]:
     patches = usage_patch(workload, ctx.policy)
     if not patches:
-        return
+        return []  # nothing to add (every /validate review): no message to build
     usage, source = workload_usage(workload, ctx.policy)
-    for patch in patches:
-        message = (f"{workload} pod set {patch.pod_set.name}: usage {usage} ({source}) needs "
-                   f"{'; '.join(patch.injected)} in {patch.pod_set.spec_path or '/'}")
-        yield Problem(message, patch.pod_set.spec_path, fixable=True), patch.ops
+    return [(Problem(f"{workload} pod set {patch.pod_set.name}: usage {usage} ({source}) needs "
+                     f"{'; '.join(patch.injected)} in {patch.pod_set.spec_path or '/'}",
+                     patch.pod_set.spec_path, fixable=True), patch.ops)
+            for patch in patches]

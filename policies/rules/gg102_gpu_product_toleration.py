@@ -35,8 +35,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.patch import PatchOp
@@ -48,8 +46,8 @@ SLUG = "gpu-product-toleration"
 SEVERITY = Severity.WARNING
 
 
-def mutate(workload: Workload, ctx: Context) -> Iterator[tuple[Problem, list[PatchOp]]]:
-    for patch in product_patch(workload, ctx.policy):
-        message = (f"{workload} pod set {patch.pod_set.name} is pinned to a GPU product and needs "
-                   f"{'; '.join(patch.injected)} in {patch.pod_set.spec_path or '/'}")
-        yield Problem(message, patch.pod_set.spec_path, fixable=True), patch.ops
+def mutate(workload: Workload, ctx: Context) -> list[tuple[Problem, list[PatchOp]]]:
+    return [(Problem(f"{workload} pod set {patch.pod_set.name} is pinned to a GPU product and needs "
+                     f"{'; '.join(patch.injected)} in {patch.pod_set.spec_path or '/'}",
+                     patch.pod_set.spec_path, fixable=True), patch.ops)
+            for patch in product_patch(workload, ctx.policy)]

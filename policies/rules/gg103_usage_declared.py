@@ -33,8 +33,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer
 from policies.usage import in_scope, usage_config, workload_usage
@@ -45,15 +43,15 @@ SLUG = "usage-declared"
 SEVERITY = Severity.WARNING
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     if not in_scope(workload, ctx.policy):
-        return
+        return []
     usage, reason = workload_usage(workload, ctx.policy)
     if usage is not None:
-        return
+        return []
     cfg = usage_config(ctx.policy)
     pools = "|".join(sorted(cfg.pools))
     path = (join_pointer("/metadata/labels", cfg.workload_key) if cfg.workload_key in workload.labels
             else "/metadata")
-    yield Problem(f"{workload}: usage cannot be determined ({reason}); set label "
-                  f"{cfg.workload_key}: {pools}", path)
+    return [Problem(f"{workload}: usage cannot be determined ({reason}); set label "
+                    f"{cfg.workload_key}: {pools}", path)]

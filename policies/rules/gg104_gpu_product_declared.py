@@ -31,27 +31,45 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity
-from policies.gpu import gpu_pod_sets, gpu_requests
-from policies.quantity import format_quantity
-from policies.usage import pinned_products
-from policies.workload import Workload
+from policies.findings import Problem, Severity, SpecProblem, pod_set_problems
+from policies.gpu import gpu_pod_sets, gpu_requests, gpus_per_pod
+from policies.quantity import format_quantity, is_positive
+from policies.usage import labels_pin_product, pinned_products, spec_pinned_products
+from policies.workload import PodSet, Workload
 
 ID = "GG104"
 SLUG = "gpu-product-declared"
 SEVERITY = Severity.WARNING
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    resources = ctx.policy.gpu_resources
-    for pod_set in gpu_pod_sets(workload, ctx.policy):
-        if pinned_products(pod_set, workload, ctx.policy):
-            continue
-        requested = gpu_requests(pod_set, ctx.policy)
-        wanted = ", ".join(f"{format_quantity(r, q)} {r}" for r, q in requested.items())
-        labels = " or ".join(dict.fromkeys(resources[r] for r in requested))
-        yield Problem(f"{workload} pod set {pod_set.name} requests {wanted} per pod but pins no GPU "
-                      f"product: set nodeSelector {labels} (or the workload label)", pod_set.spec_path)
+def check(workload: Workload, ctx: Context) -> Iterable[Problem]:
+    if labels_pin_product(workload, ctx.policy):
+        return _pinned_by_labels(workload, ctx.policy)
+    # Nearly always: pinned by the pod spec or not at all, a fact of the spec's content.
+    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+
+
+def _in_spec(pod_set: PodSet, policy: Policy) -> list[SpecProblem]:
+    if not is_positive(gpus_per_pod(pod_set, policy)) or spec_pinned_products(pod_set, policy):
+        return []
+    return [SpecProblem(f" {_unpinned(pod_set, policy)}", "")]
+
+
+def _pinned_by_labels(workload: Workload, policy: Policy) -> Iterator[Problem]:
+    for pod_set in gpu_pod_sets(workload, policy):
+        if not pinned_products(pod_set, workload, policy):
+            yield Problem(f"{workload} pod set {pod_set.name} {_unpinned(pod_set, policy)}",
+                          pod_set.spec_path)
+
+
+def _unpinned(pod_set: PodSet, policy: Policy) -> str:
+    """What the message says of a GPU pod set that pins no product."""
+    requested = gpu_requests(pod_set, policy)
+    wanted = ", ".join(f"{format_quantity(r, q)} {r}" for r, q in requested.items())
+    labels = " or ".join(dict.fromkeys(policy.gpu_resources[r] for r in requested))
+    return (f"requests {wanted} per pod but pins no GPU product: set nodeSelector {labels} "
+            "(or the workload label)")

@@ -48,8 +48,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.usage import in_scope, usage_conflicts, workload_usage
@@ -60,12 +58,15 @@ SLUG = "usage-conflict"
 SEVERITY = Severity.WARNING
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     if not in_scope(workload, ctx.policy):
-        return
+        return []
     usage, source = workload_usage(workload, ctx.policy)
     if usage is None:
-        return
+        return []
+    problems: list[Problem] = []
     for pod_set in workload.pod_sets:
         for conflict in usage_conflicts(pod_set, usage, ctx.policy):
-            yield Problem(f"{workload} pod set {pod_set.name}: {conflict.message} ({source})", conflict.path)
+            problems.append(Problem(f"{workload} pod set {pod_set.name}: {conflict.message} ({source})",
+                                    conflict.path))
+    return problems

@@ -31,30 +31,32 @@ spec:
 
 from collections.abc import Iterator
 
+from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, join_pointer
-from policies.workload import Workload
+from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
+from policies.workload import PodSet, Workload
 
 ID = "GG106"
 SLUG = "control-plane-toleration"
 SEVERITY = Severity.WARNING
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    taint = ctx.policy.data.get("controlPlaneTaint") or ""
-    for pod_set in workload.pod_sets:
-        tolerations = pod_set.spec.get("tolerations")
-        if not isinstance(tolerations, list):
+def check(workload: Workload, ctx: Context) -> list[Problem]:
+    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+
+
+def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
+    taint = policy.data.get("controlPlaneTaint") or ""
+    tolerations = pod_set.spec.get("tolerations")
+    if not isinstance(tolerations, list):
+        return
+    for i, tol in enumerate(tolerations):
+        if not isinstance(tol, dict):
             continue
-        for i, tol in enumerate(tolerations):
-            if not isinstance(tol, dict):
-                continue
-            key = tol.get("key") or ""
-            if not key and tol.get("operator") == "Exists":
-                yield Problem(f"{workload} pod set {pod_set.name}: toleration {i} (operator Exists, no key) "
-                              f"tolerates every taint, including the control-plane taint {taint}",
-                              join_pointer(pod_set.spec_path, "tolerations", i))
-            elif taint and key == taint:
-                yield Problem(f"{workload} pod set {pod_set.name}: toleration {i} tolerates the "
-                              f"control-plane taint {taint}",
-                              join_pointer(pod_set.spec_path, "tolerations", i))
+        key = tol.get("key") or ""
+        if not key and tol.get("operator") == "Exists":
+            yield SpecProblem(f": toleration {i} (operator Exists, no key) tolerates every taint, including "
+                              f"the control-plane taint {taint}", join_pointer("", "tolerations", i))
+        elif taint and key == taint:
+            yield SpecProblem(f": toleration {i} tolerates the control-plane taint {taint}",
+                              join_pointer("", "tolerations", i))

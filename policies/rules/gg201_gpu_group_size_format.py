@@ -48,8 +48,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.groups import group_annotations
@@ -60,9 +58,8 @@ SLUG = "gpu-group-size-format"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     found = group_annotations(workload, ctx.policy)
-    for value in (*found.size, *found.atomic):
-        if value.value is None:
-            yield Problem(f"{workload}: annotation {value.key} on {value.where} is {value.raw!r}, "
-                          "not a positive integer", value.path)
+    return [Problem(f"{workload}: annotation {value.key} on {value.where} is {value.raw!r}, not a positive "
+                    "integer", value.path)
+            for value in (*found.size, *found.atomic) if value.value is None]

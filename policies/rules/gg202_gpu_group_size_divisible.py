@@ -70,8 +70,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.groups import format_gpus, group_sizes, is_multiple
@@ -82,17 +80,19 @@ SLUG = "gpu-group-size-divisible"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     spec = group_sizes(workload, ctx.policy)
     if spec is None or not spec.pod_sets:
-        return
+        return []
+    problems: list[Problem] = []
     key = ctx.policy.gpu["groupSizeAnnotation"]
     for part in spec.pod_sets:
         if not is_multiple(spec.size, part.gpus):
-            yield Problem(f"{workload}: {key} {spec.size} is not a multiple of the "
-                          f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name} "
-                          "(a group is made of whole pods)", spec.size_path)
+            problems.append(Problem(f"{workload}: {key} {spec.size} is not a multiple of the "
+                                    f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name} "
+                                    "(a group is made of whole pods)", spec.size_path))
     total = spec.total_gpus
     if not is_multiple(total, spec.size):
-        yield Problem(f"{workload}: {key} {spec.size} does not divide the job's {format_gpus(total)} GPUs "
-                      f"({spec.breakdown()})", spec.size_path)
+        problems.append(Problem(f"{workload}: {key} {spec.size} does not divide the job's "
+                                f"{format_gpus(total)} GPUs ({spec.breakdown()})", spec.size_path))
+    return problems

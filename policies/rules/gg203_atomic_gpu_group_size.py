@@ -50,8 +50,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.groups import format_gpus, group_sizes, is_multiple
@@ -62,17 +60,19 @@ SLUG = "atomic-gpu-group-size"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     spec = group_sizes(workload, ctx.policy)
     if spec is None or not spec.atomic_explicit:
-        return
+        return []
+    problems: list[Problem] = []
     key = ctx.policy.gpu["atomicGroupSizeAnnotation"]
     size_key = ctx.policy.gpu["groupSizeAnnotation"]
     for part in spec.pod_sets:
         if not is_multiple(spec.atomic, part.gpus):
-            yield Problem(f"{workload}: {key} {spec.atomic} is not a multiple of the "
-                          f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name}",
-                          spec.atomic_path)
+            problems.append(Problem(f"{workload}: {key} {spec.atomic} is not a multiple of the "
+                                    f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name}",
+                                    spec.atomic_path))
     if spec.size % spec.atomic:
-        yield Problem(f"{workload}: {key} {spec.atomic} does not divide {size_key} {spec.size}",
-                      spec.atomic_path)
+        problems.append(Problem(f"{workload}: {key} {spec.atomic} does not divide {size_key} {spec.size}",
+                                spec.atomic_path))
+    return problems

@@ -59,8 +59,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.groups import group_annotations
@@ -72,16 +70,19 @@ SLUG = "gpu-group-scheduler"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     sizes = group_annotations(workload, ctx.policy).size
     if not sizes:
-        return
+        return []
+    problems: list[Problem] = []
     key = ctx.policy.gpu["groupSizeAnnotation"]
     for pod_set in non_volcano_pod_sets(workload, trust_operator=False):
-        yield Problem(f"{workload}: {key} is set but pod set {pod_set.name} is scheduled by "
-                      f"{pod_set.scheduler!r}, not {VOLCANO_SCHEDULER!r}; the gpu-podaffinity plugin "
-                      "never sees these pods", scheduler_path(workload, pod_set))
+        problems.append(Problem(f"{workload}: {key} is set but pod set {pod_set.name} is scheduled by "
+                                f"{pod_set.scheduler!r}, not {VOLCANO_SCHEDULER!r}; the gpu-podaffinity "
+                                "plugin never sees these pods", scheduler_path(workload, pod_set)))
     if not workload.pytorch_style:
-        yield Problem(f"{workload}: {key} is set on a {workload.kind}, but the gpu-podaffinity plugin "
-                      "acts on PyTorch jobs only (PyTorchJob, Volcano Job with plugins.pytorch, "
-                      "ElasticJob); the annotation is ignored", sizes[0].path, severity=Severity.WARNING)
+        problems.append(Problem(f"{workload}: {key} is set on a {workload.kind}, but the gpu-podaffinity "
+                                "plugin acts on PyTorch jobs only (PyTorchJob, Volcano Job with "
+                                "plugins.pytorch, ElasticJob); the annotation is ignored", sizes[0].path,
+                                severity=Severity.WARNING))
+    return problems

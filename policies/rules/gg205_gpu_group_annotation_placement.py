@@ -67,9 +67,13 @@ SLUG = "gpu-group-annotation-placement"
 SEVERITY = Severity.WARNING
 
 
+def _compared(values: list[GroupValue]) -> bool:
+    """Whether a key is written in several places, or only on the workload's metadata:
+    unset, or set on one pod template only (the usual case), there is nothing to compare."""
+    return len(values) > 1 or (len(values) == 1 and values[0].pod_set is None)
+
+
 def _check_key(workload: Workload, values: list[GroupValue]) -> Iterator[Problem]:
-    if not values or (len(values) == 1 and values[0].pod_set is not None):
-        return  # unset, or set on one pod template only (the usual case): nothing to compare
     on_templates = [v for v in values if v.pod_set is not None]
     on_metadata = [v for v in values if v.pod_set is None]
     key = values[0].key
@@ -91,9 +95,11 @@ def _check_key(workload: Workload, values: list[GroupValue]) -> Iterator[Problem
                           f"{shown(first)} on {first.where}; the pods carry {shown(first)}", meta.path)
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     found = group_annotations(workload, ctx.policy)
-    if found.size:
-        yield from _check_key(workload, found.size)
-    if found.atomic:
-        yield from _check_key(workload, found.atomic)
+    problems: list[Problem] = []
+    if _compared(found.size):
+        problems.extend(_check_key(workload, found.size))
+    if _compared(found.atomic):
+        problems.extend(_check_key(workload, found.atomic))
+    return problems

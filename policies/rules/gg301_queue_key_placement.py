@@ -39,7 +39,7 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer, split_pointer
@@ -64,7 +64,24 @@ def _describe(source: QueueSource, kind: str) -> str:
     return ".".join(parts)
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> Iterable[Problem]:
+    if not _names_volcano_queue_key(workload):
+        return ()  # no Volcano queue key anywhere: the usual case
+    return _misplaced(workload)
+
+
+def _names_volcano_queue_key(workload: Workload) -> bool:
+    """Whether the object or a pod template carries a Volcano queue label or annotation:
+    what :func:`_misplaced` looks at (it finds nothing without one)."""
+    if VOLCANO_QUEUE_LABEL in workload.labels or VOLCANO_QUEUE_ANNOTATION in workload.annotations:
+        return True
+    for pod_set in workload.pod_sets:
+        if VOLCANO_QUEUE_LABEL in pod_set.labels:
+            return True
+    return False
+
+
+def _misplaced(workload: Workload) -> Iterator[Problem]:
     sources = [s for s in workload.spec.queues if s.system == "volcano"]
     if not sources:
         return  # the kind has no Volcano queue at all: nothing to compare against

@@ -38,31 +38,30 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity, field_name
 from policies.schedulers import VOLCANO_SCHEDULER, non_volcano_pod_sets, scheduler_path
-from policies.workload import Workload
+from policies.workload import PodSet, QueueRef, Workload
 
 ID = "GG302"
 SLUG = "queue-without-volcano"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    named = [q for q in workload.queues if q.system == "volcano" and q.explicit and q.name]
-    if not named:
-        return
-    queue = named[0]
-    outside = non_volcano_pod_sets(workload)
-    if not outside:
-        return
+def check(workload: Workload, ctx: Context) -> list[Problem]:
+    for queue in workload.queues:  # the first Volcano queue named explicitly
+        if queue.system == "volcano" and queue.explicit and queue.name:
+            outside = non_volcano_pod_sets(workload)
+            return [_unused_queue(workload, queue, outside)] if outside else []
+    return []
+
+
+def _unused_queue(workload: Workload, queue: QueueRef, outside: list[PodSet]) -> Problem:
     by_scheduler: dict[str, list[str]] = {}
     for pod_set in outside:
         by_scheduler.setdefault(pod_set.scheduler, []).append(pod_set.name)
     used = "; ".join(f"pod set {', '.join(names)} by {scheduler!r}"
                      for scheduler, names in by_scheduler.items())
-    yield Problem(f"{workload}: Volcano queue {queue.name!r} is named at {field_name(queue.path)}, but "
-                  f"the pods are not scheduled by {VOLCANO_SCHEDULER!r} ({used}); the queue is never used",
-                  scheduler_path(workload, outside[0]))
+    return Problem(f"{workload}: Volcano queue {queue.name!r} is named at {field_name(queue.path)}, but "
+                   f"the pods are not scheduled by {VOLCANO_SCHEDULER!r} ({used}); the queue is never used",
+                   scheduler_path(workload, outside[0]))

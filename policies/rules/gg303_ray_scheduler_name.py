@@ -35,8 +35,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity, join_pointer
 from policies.kinds import RAY_SCHEDULER_LABEL
@@ -50,14 +48,13 @@ KUBERAY_BATCH_SCHEDULERS = ("volcano", "yunikorn", "kai-scheduler", "scheduler-p
 _PATH = join_pointer("/metadata/labels", RAY_SCHEDULER_LABEL)
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     # Only kinds whose scheduler the kind table takes from this label (the Ray kinds).
     if workload.spec.scheduler_override != _PATH or RAY_SCHEDULER_LABEL not in workload.labels:
-        return
+        return []
     value = workload.labels[RAY_SCHEDULER_LABEL]
     if value not in KUBERAY_BATCH_SCHEDULERS:
-        yield Problem(f"{workload}: label {RAY_SCHEDULER_LABEL} is {value!r}, not one of KubeRay's batch "
-                      f"schedulers ({', '.join(KUBERAY_BATCH_SCHEDULERS)})", _PATH)
-    else:
-        yield Problem(f"{workload}: label {RAY_SCHEDULER_LABEL}={value} is legacy: KubeRay >= 1.3 ignores it "
-                      "and uses the operator flag --batch-scheduler", _PATH, severity=Severity.INFO)
+        return [Problem(f"{workload}: label {RAY_SCHEDULER_LABEL} is {value!r}, not one of KubeRay's batch "
+                        f"schedulers ({', '.join(KUBERAY_BATCH_SCHEDULERS)})", _PATH)]
+    return [Problem(f"{workload}: label {RAY_SCHEDULER_LABEL}={value} is legacy: KubeRay >= 1.3 ignores it "
+                    "and uses the operator flag --batch-scheduler", _PATH, severity=Severity.INFO)]

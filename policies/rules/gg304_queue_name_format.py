@@ -35,7 +35,6 @@ spec:
 """
 
 import re
-from collections.abc import Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity, field_name
@@ -50,15 +49,32 @@ DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 MAX_LENGTH = 253
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
+    problems: list[Problem] = []
     for queue in workload.queues:
         if not queue.explicit or not queue.name:
             continue  # an empty name means "the default queue" to the controllers
         if len(queue.name) > MAX_LENGTH:
-            yield Problem(f"{workload}: {queue.system} queue name at {field_name(queue.path)} is "
-                          f"{len(queue.name)} characters long, more than {MAX_LENGTH}", queue.path)
-        elif not DNS1123_SUBDOMAIN.fullmatch(queue.name):
+            problems.append(Problem(f"{workload}: {queue.system} queue name at {field_name(queue.path)} is "
+                                    f"{len(queue.name)} characters long, more than {MAX_LENGTH}", queue.path))
+        elif not _is_subdomain(queue.name):
             where = field_name(queue.path)  # only for a finding: most names are fine
-            yield Problem(f"{workload}: {queue.system} queue name {queue.name!r} at {where} is not a "
-                          "DNS-1123 subdomain (lower-case letters, digits, '-' and '.', alphanumeric at "
-                          "both ends)", queue.path)
+            problems.append(Problem(f"{workload}: {queue.system} queue name {queue.name!r} at {where} is not "
+                                    "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
+                                    "alphanumeric at both ends)", queue.path))
+    return problems
+
+
+# Names already judged: a cluster has a few queues, named on every object.
+_SUBDOMAIN_VERDICTS: dict[str, bool] = {}
+_MAX_SUBDOMAIN_VERDICTS = 1024
+
+
+def _is_subdomain(name: str) -> bool:
+    """``DNS1123_SUBDOMAIN.fullmatch(name)``, remembered (``name`` is at most MAX_LENGTH long)."""
+    found = _SUBDOMAIN_VERDICTS.get(name)
+    if found is None:
+        if len(_SUBDOMAIN_VERDICTS) >= _MAX_SUBDOMAIN_VERDICTS:
+            _SUBDOMAIN_VERDICTS.clear()
+        found = _SUBDOMAIN_VERDICTS[name] = DNS1123_SUBDOMAIN.fullmatch(name) is not None
+    return found

@@ -40,8 +40,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity
 from policies.gpu import is_gpu_workload
@@ -52,12 +50,12 @@ SLUG = "queue-required"
 SEVERITY = Severity.WARNING
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     if not ctx.policy.data["queues"].get("require"):
-        return
+        return []
     if any(q.explicit and q.name for q in workload.queues) or not is_gpu_workload(workload, ctx.policy):
-        return
+        return []
     default = next((q.name for q in workload.queues if not q.explicit), None)
     fallback = f" (it would go to the default queue {default!r})" if default else ""
-    yield Problem(f"{workload}: requests GPUs but names no queue{fallback}; the policy requires one "
-                  "(queues.require)", "/metadata")
+    return [Problem(f"{workload}: requests GPUs but names no queue{fallback}; the policy requires one "
+                    "(queues.require)", "/metadata")]

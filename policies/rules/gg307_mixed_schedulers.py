@@ -46,7 +46,7 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity
@@ -58,7 +58,17 @@ SLUG = "mixed-schedulers"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> Iterable[Problem]:
+    # Each pod set's scheduler is its model scheduler or unknown: one model scheduler for
+    # the whole gang (nearly always) cannot mix.
+    gang = workload.gang_pod_sets
+    for pod_set in gang:
+        if pod_set.scheduler != gang[0].scheduler:
+            return _mixed(workload)
+    return ()
+
+
+def _mixed(workload: Workload) -> Iterator[Problem]:
     by_scheduler: dict[str, list[str]] = {}
     first_of: dict[str, str] = {}
     for pod_set in workload.gang_pod_sets:

@@ -50,8 +50,6 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
 from policies.engine import Context
 from policies.findings import Problem, Severity, field_name, join_pointer
 from policies.kinds import GROUP_MIN_MEMBER_ANNOTATION
@@ -65,9 +63,10 @@ SEVERITY = Severity.ERROR
 _GROUP_WIDE = join_pointer("/metadata/annotations", GROUP_MIN_MEMBER_ANNOTATION)
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+def check(workload: Workload, ctx: Context) -> list[Problem]:
     if not workload.pod_sets:
-        return
+        return []
+    problems: list[Problem] = []
     for pod_set in workload.gang_pod_sets:
         if pod_set.gang_count <= pod_set.replicas:
             continue  # the usual case: the sources are looked at only past this
@@ -77,12 +76,14 @@ def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
             continue
         entry = pod_set.path[: -len("/" + source.template)] if source.template else pod_set.path
         path = join_pointer(entry, source.min_available)
-        yield Problem(f"{workload}: task {pod_set.name} has {field_name(path)} {pod_set.gang_count} but only "
-                      f"{pod_set.replicas} replicas; the task's gang can never form", path)
+        problems.append(Problem(f"{workload}: task {pod_set.name} has {field_name(path)} "
+                                f"{pod_set.gang_count} but only {pod_set.replicas} replicas; the task's gang "
+                                "can never form", path))
     if workload.gang_min_path and workload.gang_min_path != _GROUP_WIDE:
         total = workload.total_replicas
         if workload.gang_min > total:
             counts = " + ".join(f"{p.replicas} {p.name}" for p in workload.gang_pod_sets) or "no pods"
-            yield Problem(f"{workload}: {field_name(workload.gang_min_path)} {workload.gang_min} is greater "
-                          f"than the job's {total} replicas ({counts}); the gang can never form",
-                          workload.gang_min_path)
+            problems.append(Problem(f"{workload}: {field_name(workload.gang_min_path)} "
+                                    f"{workload.gang_min} is greater than the job's {total} replicas "
+                                    f"({counts}); the gang can never form", workload.gang_min_path))
+    return problems

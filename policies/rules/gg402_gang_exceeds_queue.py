@@ -101,6 +101,7 @@ from collections.abc import Iterator
 
 from policies.engine import Context
 from policies.findings import Problem, Severity
+from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
 
 ID = "GG402"
@@ -110,6 +111,4 @@ NEEDS_TOPOLOGY = True
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    from policies.feasibility import problems  # numpy: imported only when a topology is given
-
     return problems(workload, ctx, ID)  # an iterator already: no generator of our own

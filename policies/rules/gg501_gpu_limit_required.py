@@ -33,21 +33,25 @@ spec:
 
 from collections.abc import Iterator
 
+from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, join_pointer
+from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
 from policies.gpu import spec_gpu_resources
-from policies.workload import Workload
+from policies.workload import PodSet, Workload
 
 ID = "GG501"
 SLUG = "gpu-limit-required"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    for pod_set in workload.pod_sets:
-        for entry in spec_gpu_resources(pod_set, ctx.policy):
-            if entry.request is not None and entry.limit is None:
-                yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: requests "
-                              f"{entry.resource}: {entry.request} but sets no limit for it; the API server "
-                              "refuses the pods (limit must be set for non-overcommitable resources)",
-                              join_pointer(pod_set.spec_path + entry.path, "requests", entry.resource))
+def check(workload: Workload, ctx: Context) -> list[Problem]:
+    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+
+
+def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
+    for entry in spec_gpu_resources(pod_set, policy):
+        if entry.request is not None and entry.limit is None:
+            yield SpecProblem(f" container {entry.container}: requests {entry.resource}: {entry.request} but "
+                              "sets no limit for it; the API server refuses the pods (limit must be set for "
+                              "non-overcommitable resources)",
+                              join_pointer(entry.path, "requests", entry.resource))

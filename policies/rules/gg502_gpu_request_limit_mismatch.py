@@ -34,24 +34,27 @@ spec:
 
 from collections.abc import Iterator
 
+from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, join_pointer
+from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
 from policies.gpu import spec_gpu_resources
-from policies.workload import Workload
+from policies.workload import PodSet, Workload
 
 ID = "GG502"
 SLUG = "gpu-request-limit-mismatch"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    for pod_set in workload.pod_sets:
-        for entry in spec_gpu_resources(pod_set, ctx.policy):
-            request, limit = entry.request_amount, entry.limit_amount
-            if request is None or limit is None:
-                continue  # one is not set, or not a quantity (GG504 reports it)
-            if request != limit:
-                yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
-                              f"{entry.resource} request {entry.request} differs from limit {entry.limit}; "
-                              "for GPUs they must be equal",
-                              join_pointer(pod_set.spec_path + entry.path, "requests", entry.resource))
+def check(workload: Workload, ctx: Context) -> list[Problem]:
+    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+
+
+def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
+    for entry in spec_gpu_resources(pod_set, policy):
+        request, limit = entry.request_amount, entry.limit_amount
+        if request is None or limit is None:
+            continue  # one is not set, or not a quantity (GG504 reports it)
+        if request != limit:
+            yield SpecProblem(f" container {entry.container}: {entry.resource} request {entry.request} "
+                              f"differs from limit {entry.limit}; for GPUs they must be equal",
+                              join_pointer(entry.path, "requests", entry.resource))

@@ -32,27 +32,31 @@ spec:
 
 from collections.abc import Iterator
 
+from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, join_pointer
+from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
 from policies.gpu import spec_gpu_resources
-from policies.workload import Workload
+from policies.workload import PodSet, Workload
 
 ID = "GG503"
 SLUG = "gpu-whole-number"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    for pod_set in workload.pod_sets:
-        for entry in spec_gpu_resources(pod_set, ctx.policy):
-            for part, raw, amount in (("requests", entry.request, entry.request_amount),
-                                      ("limits", entry.limit, entry.limit_amount)):
-                if amount is None:
-                    continue  # not set, or not a quantity (GG504 reports it)
-                # the numerator carries the sign (Fractions keep a positive denominator)
-                problem = ("negative" if amount.numerator < 0
-                           else "fractional" if amount.denominator != 1 else "")
-                if problem:
-                    yield Problem(f"{workload} pod set {pod_set.name} container {entry.container}: "
-                                  f"{entry.resource} {part} {raw} is {problem}; GPUs are whole devices",
-                                  join_pointer(pod_set.spec_path + entry.path, part, entry.resource))
+def check(workload: Workload, ctx: Context) -> list[Problem]:
+    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+
+
+def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
+    for entry in spec_gpu_resources(pod_set, policy):
+        for part, raw, amount in (("requests", entry.request, entry.request_amount),
+                                  ("limits", entry.limit, entry.limit_amount)):
+            if amount is None:
+                continue  # not set, or not a quantity (GG504 reports it)
+            # the numerator carries the sign (Fractions keep a positive denominator)
+            problem = ("negative" if amount.numerator < 0
+                       else "fractional" if amount.denominator != 1 else "")
+            if problem:
+                yield SpecProblem(f" container {entry.container}: {entry.resource} {part} {raw} is "
+                                  f"{problem}; GPUs are whole devices",
+                                  join_pointer(entry.path, part, entry.resource))

@@ -30,18 +30,21 @@ spec:
 ```
 """
 
-from collections.abc import Iterator
-
+from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity
-from policies.workload import Workload
+from policies.findings import Problem, Severity, SpecProblem, pod_set_problems
+from policies.workload import PodSet, Workload
 
 ID = "GG504"
 SLUG = "quantity-invalid"
 SEVERITY = Severity.ERROR
 
 
-def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
-    for pod_set in workload.pod_sets:
-        for path, reason in pod_set.request_errors:
-            yield Problem(f"{workload} pod set {pod_set.name}: {reason}", path)
+def check(workload: Workload, ctx: Context) -> list[Problem]:
+    # the pod spec alone decides (the policy does not): no facts token in the key
+    return pod_set_problems(workload, ctx.policy, ID, _in_spec)
+
+
+def _in_spec(pod_set: PodSet, policy: Policy) -> list[SpecProblem]:
+    base = len(pod_set.spec_path)  # the errors' pointers start with it
+    return [SpecProblem(f": {reason}", path[base:]) for path, reason in pod_set.request_errors]
