@@ -366,8 +366,9 @@ def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, s
 _SPEC_FACTS: dict[bytes, dict[Any, Any]] = {}
 _MAX_SPEC_FACTS = 128
 _MAX_SPEC_BYTES = 16 * 1024
-# A facts dict gathers keys per policy (see facts_token); past this many it starts afresh.
-_MAX_FACTS_KEYS = 64
+# A facts dict gathers keys per policy (see facts_token; about 16 each): past this many
+# (several policies, or reloads leaving old tokens behind) it starts afresh.
+_MAX_FACTS_KEYS = 128
 _FACTS_TOKENS = itertools.count(1)
 
 
