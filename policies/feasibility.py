@@ -28,7 +28,12 @@ is one number on every eligible node (GPU-bound nodes of one kind: the usual cas
 known as such (:data:`_Capacity`): its sum, its zeros, its offers, its supernode slots
 and its group placement then follow from that number without reading the array, and
 nothing is kept per job shape for it. The free resources now are shared by every check
-and copied only when a placement has to write to them.
+and copied only when a placement has to write to them. Also shared by the shapes: the
+queue's limits and holdings for the resources asked (:func:`_queue_facts`: only the
+amounts are compared per job), the supernode slots of a uniform capacity with the
+supernode holding the most and their sum (:func:`_uniform_slots`, kept with the eligible
+members they are worked out from), and the witness of a kept group placement, per pod set
+names (:class:`_KeptPlacement`; every caller gets a copy).
 
 The check never sees the workload: :func:`fit_question` reduces it (with the policy) to
 a frozen, hashable :class:`FitQuestion` holding exactly what the check reads, so the
@@ -432,16 +437,17 @@ def _question(rows: list[_DemandRow], sets: list[PodSet], gang: bool, gang_min: 
     return question
 
 
-def _own_placement(signature: str, parts: _Parts) -> dict[str, Any]:
-    """The placement (:func:`_placement_of`) of a pod set whose placement parts are
-    ``parts`` and whose signature is ``signature``, sharing nothing with ``parts``: kept
-    questions outlive the documents they were asked from. A marshal signature loads back
-    to equal values of equal types (see :func:`_parts_signature`); a JSON one is a copy."""
+def _own_placement(signature: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The placement (:func:`_placement_of`) of a pod spec whose signature is
+    ``signature``, sharing nothing with ``spec``: kept questions outlive the documents
+    they were asked from. A marshal signature loads back to equal values of equal types
+    (see :func:`_parts_signature`); a JSON one is a copy. The spec's parts are read only
+    on a miss: job shapes of one template share the placement."""
     placement = _PLACEMENTS.get(signature)
     if placement is None:
         if len(_PLACEMENTS) >= 4096:    # bounded: one-off placements must not pile up
             _PLACEMENTS.clear()
-        own: Any = list(parts)
+        own: Any = list(_placement_parts(spec))
         if signature.startswith("m"):
             own = marshal.loads(signature[1:].encode("latin-1"))
         else:
@@ -457,7 +463,7 @@ def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
                   queue: QueueRef | None, namespace: str | None, group_fields: tuple[Any, ...] | None,
                   policy: Policy) -> FitQuestion:
     """The :class:`FitQuestion` of :func:`fit_question`'s inputs."""
-    demands = [Demand(*row, _own_placement(row[6], _placement_parts(pod_set.spec)))
+    demands = [Demand(*row, _own_placement(row[6], pod_set.spec))
                for row, pod_set in zip(rows, sets, strict=True)]
     groups = None if group_fields is None else GroupQuestion(*group_fields)
     # Once per distinct placement and request: pod sets of one template share them.
@@ -744,6 +750,10 @@ class _Set:
     key: tuple[Any, ...] = ()   # (signature, request): what the capacity depends on
     versions: tuple[int, ...] = ()  # topology versions the eligibility depends on
     request: dict[str, int] = field(default_factory=dict)  # the demand's units, as a mapping
+    # ``cols`` and ``amounts`` as lists: the per-shape work reads a handful of numbers,
+    # cheaper from lists than through numpy calls on tiny arrays.
+    col_list: list[int] = field(default_factory=list)
+    amount_list: list[int] = field(default_factory=list)
 
     def capacity(self, free: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """Pods of this set each node (row of ``free``) can take on its own (0 where
@@ -849,19 +859,21 @@ def _sets(topo: Topology, demands: Sequence[Demand]) -> list[_Set]:
     # Pod sets of one template (master and workers) share their eligibility, and their
     # request (one units object, see :func:`_shared`): both are worked out once.
     by_signature: dict[str, tuple[_Eligibility, tuple[int, ...]]] = {}
-    by_units: dict[int, tuple[np.ndarray, np.ndarray, list[str], tuple[Any, ...]]] = {}
+    by_units: dict[int, tuple[np.ndarray, np.ndarray, list[str], tuple[Any, ...], list[int], list[int]]] = {}
     for d in demands:
         request = d.request
         columns = by_units.get(id(d.units))
         if columns is None:
             present = [(topo.res_index[r], v) for r, v in request.items() if r in topo.res_index and v > 0]
             missing = [r for r, v in request.items() if r not in topo.res_index and v > 0]
-            cols = np.array([c for c, _ in present], dtype=np.intp)
+            col_list = [c for c, _ in present]
             # A request beyond int64 (`cpu: 1e30` parses exactly) fits no node either way:
             # saturate it, as the scheduler does, instead of overflowing the array.
-            amounts = np.array([min(v, int(_BIG)) for _, v in present], dtype=np.int64)
-            columns = by_units[id(d.units)] = (cols, amounts, missing, tuple(sorted(request.items())))
-        cols, amounts, missing, sorted_request = columns
+            amount_list = [min(v, int(_BIG)) for _, v in present]
+            columns = by_units[id(d.units)] = (np.array(col_list, dtype=np.intp),
+                                               np.array(amount_list, dtype=np.int64), missing,
+                                               tuple(sorted(request.items())), col_list, amount_list)
+        cols, amounts, missing, sorted_request, col_list, amount_list = columns
         signature = d.signature
         known = by_signature.get(signature)
         if known is None:
@@ -869,7 +881,7 @@ def _sets(topo: Topology, demands: Sequence[Demand]) -> list[_Set]:
             known = by_signature[signature] = (_eligibility(topo, d.placement, signature, versions), versions)
         # Arrays shared by sets of one request: nothing writes to them.
         out.append(_Set(d, cols, amounts, list(missing), known[0], (signature, sorted_request), known[1],
-                        request))
+                        request, col_list, amount_list))
     return out
 
 
@@ -946,15 +958,16 @@ def _block_capacity_of(topo: Topology, s: _Set, block: _Block, which: str,
         return np.zeros(slots, dtype=np.int64), None
     if not s.cols.size:
         return _uniform_capacity(topo, s, block, which, versions, int(_BIG)), int(_BIG)
-    low = (block.low[s.cols] // s.amounts).tolist()
-    high = (block.high[s.cols] // s.amounts).tolist()
+    cols, amounts = s.col_list, s.amount_list
+    lows, highs = block.low.tolist(), block.high.tolist()
+    low = [lows[c] // a for c, a in zip(cols, amounts, strict=True)]
+    high = [highs[c] // a for c, a in zip(cols, amounts, strict=True)]
     decides = min(range(len(high)), key=high.__getitem__)
     bound = high[decides]
     needed = [j for j in range(len(low)) if j == decides or low[j] < bound]
     if needed == [decides] and low[decides] == bound:
         return _uniform_capacity(topo, s, block, which, versions, bound), bound
     out = np.zeros(slots, dtype=np.int64)
-    cols, amounts = s.cols.tolist(), s.amounts.tolist()
     cap = block.values[cols[needed[0]]] // amounts[needed[0]]
     if len(needed) > 1:
         part = np.empty_like(cap)
@@ -1147,7 +1160,30 @@ def _sparse(placed: list[np.ndarray]) -> _Sparse:
     return [(hit, array[hit]) for array in placed for hit in (_nonzero(array),)]
 
 
+class _KeptPlacement(list[tuple[np.ndarray, np.ndarray]]):
+    """A placement kept on the topology (see :func:`_placement_key`), shared by every job
+    shape it is the answer for, with the witnesses worked out from it by pod set names:
+    the entry is kept against the node set's version, so its slots name the same nodes."""
+
+    def __init__(self, placed: _Sparse) -> None:
+        super().__init__(placed)
+        self.witnesses: dict[tuple[str, ...], dict[str, dict[str, int]]] = {}
+
+
 def _witness(topo: Topology, sets: list[_Set], placed: _Sparse) -> dict[str, dict[str, int]]:
+    """Pod set name -> node name -> pods, the caller's own."""
+    if not isinstance(placed, _KeptPlacement):
+        return _witness_of(topo, sets, placed)
+    names = tuple(s.demand.name for s in sets)
+    kept = placed.witnesses.get(names)
+    if kept is None:
+        if len(placed.witnesses) >= 16:     # bounded: pod set names come from the jobs
+            placed.witnesses.clear()
+        kept = placed.witnesses[names] = _witness_of(topo, sets, placed)
+    return {name: nodes.copy() for name, nodes in kept.items()}
+
+
+def _witness_of(topo: Topology, sets: list[_Set], placed: _Sparse) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     names = topo.node_names
     for s, (hit, pods) in zip(sets, placed, strict=True):
@@ -1243,7 +1279,7 @@ def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.nda
     for s, want in zip(sets, counts, strict=True):
         if want <= 0:
             continue
-        for col, amount in zip(s.cols.tolist(), s.amounts.tolist(), strict=True):
+        for col, amount in zip(s.col_list, s.amount_list, strict=True):
             total_cols[col] = total_cols.get(col, 0) + want * amount
     active = [(s, cap) for s, cap, want in zip(sets, caps, counts, strict=True) if want > 0]
     active_full = None if full is None else [f for f, want in zip(full, counts, strict=True) if want > 0]
@@ -1270,7 +1306,7 @@ def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndar
         # Every set's pods fit every node of one eligibility: the offers are the block's
         # sums, whatever the shape, so not worth a cache entry per shape.
         totals, nodes = whole.total.tolist(), int(whole.rows.size)
-        return {col: (totals[col], nodes) for s, _ in active for col in s.cols.tolist()}
+        return {col: (totals[col], nodes) for s, _ in active for col in s.col_list}
     cache = empty
     key = ("offers", tuple(s.key for s, _ in active))
     versions = (tuple(s.versions for s, _ in active), topo.alloc_version)
@@ -1280,7 +1316,7 @@ def _offers(topo: Topology, active: list[tuple[_Set, np.ndarray]], free: np.ndar
             return cached  # type: ignore[no-any-return]
     users: dict[int, list[int]] = {}          # column -> the active sets requesting it
     for j, (s, _) in enumerate(active):
-        for col in s.cols.tolist():
+        for col in s.col_list:
             users.setdefault(col, []).append(j)
     out: dict[int, tuple[int, int]] = {}
     by_users: dict[frozenset[Any], np.ndarray] = {}   # columns mostly share their users
@@ -1379,7 +1415,7 @@ def _supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps: Sequ
         best = caps[plan.gpu_sets[0]]
         uniform = _uniform(best, first.elig.count)
         if uniform is not None:
-            return uniform * _eligible_members(topo, first, supernodes, labels) // plan.pods_per_unit
+            return _uniform_slots(topo, first, supernodes, labels, uniform, plan.pods_per_unit)[0]
         return topo.supernode_totals(best, supernodes) // plan.pods_per_unit
     # Pods of different kinds can share a node where neither kind fits twice (a CPU-heavy
     # and a memory-heavy pod of 4 GPUs on an 8-GPU node): the kinds' capacities add up,
@@ -1407,14 +1443,45 @@ def _eligible_members(topo: Topology, s: _Set, supernodes: list[tuple[str, np.nd
                       labels: tuple[str, ...]) -> np.ndarray:
     """How many nodes of each supernode ``s`` is eligible for (read-only); cached until
     the eligibility or the supernodes change."""
+    return _members_entry(topo, s, supernodes, labels)[0]
+
+
+# Units per supernode for a uniform capacity (read-only), the supernode holding the most
+# (first of equals, as ``np.argmax``) and their sum: (slots, best, total).
+_UniformSlots = tuple[np.ndarray, int, int]
+
+
+def _members_entry(topo: Topology, s: _Set, supernodes: list[tuple[str, np.ndarray]],
+                   labels: tuple[str, ...]) -> tuple[np.ndarray, dict[tuple[int, int], _UniformSlots]]:
+    """:func:`_eligible_members`, with the uniform slots worked out from it so far (see
+    :func:`_uniform_slots`), which are valid exactly as long as it is."""
     key = ("supernode-eligible", s.demand.signature, labels)
     versions = (s.versions, topo.supernode_versions(labels))
     cached = topo.cached(key, versions)
     if cached is None:
-        cached = topo.supernode_totals(s.elig.mask.astype(np.int64), supernodes)
-        cached.setflags(write=False)
+        members = topo.supernode_totals(s.elig.mask.astype(np.int64), supernodes)
+        members.setflags(write=False)
+        cached = (members, {})
         topo.remember(key, versions, cached)
     return cached  # type: ignore[no-any-return]
+
+
+def _uniform_slots(topo: Topology, s: _Set, supernodes: list[tuple[str, np.ndarray]], labels: tuple[str, ...],
+                   uniform: int, pods_per_unit: int) -> _UniformSlots:
+    """Units per supernode when ``s``'s capacity is ``uniform`` on every eligible node:
+    ``uniform`` times the supernode's eligible nodes, over the pods a unit takes. A
+    function of two small numbers and the eligible members, so it is kept with those
+    (the job shapes of a sweep on GPU-bound nodes share one)."""
+    members, derived = _members_entry(topo, s, supernodes, labels)
+    found = derived.get((uniform, pods_per_unit))
+    if found is None:
+        if len(derived) >= 32:      # bounded: a few values per eligibility in practice
+            derived.clear()
+        slots = uniform * members // pods_per_unit
+        slots.setflags(write=False)
+        best = int(np.argmax(slots)) if slots.size else -1
+        found = derived[(uniform, pods_per_unit)] = (slots, best, int(slots.sum()))
+    return found
 
 
 def _empty_supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps_empty: Sequence[np.ndarray],
@@ -1426,10 +1493,19 @@ def _empty_supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps
     capacity, the slots are that many pods times each supernode's eligible nodes (what
     :func:`_supernode_slots` computes after finding the value), not worth a cache entry
     per job shape."""
+    return _empty_supernode_slots_of(topo, sets, plan, caps_empty, supernodes, labels, alloc, uniform)[0]
+
+
+def _empty_supernode_slots_of(topo: Topology, sets: list[_Set], plan: _Groups,
+                              caps_empty: Sequence[np.ndarray], supernodes: list[tuple[str, np.ndarray]],
+                              labels: tuple[str, ...], alloc: np.ndarray, uniform: int | None = None
+                              ) -> _UniformSlots | tuple[np.ndarray]:
+    """:func:`_empty_supernode_slots`; for a uniform capacity with the supernode holding the
+    most and the sum (:data:`_UniformSlots`), else as a one-tuple."""
     gpu_sets = [sets[i] for i in plan.gpu_sets]
     first = gpu_sets[0]
     if uniform and first.elig.count and all(s.key == first.key for s in gpu_sets):
-        return uniform * _eligible_members(topo, first, supernodes, labels) // plan.pods_per_unit
+        return _uniform_slots(topo, first, supernodes, labels, uniform, plan.pods_per_unit)
     key = ("supernode-slots", tuple(s.key for s in gpu_sets), plan.pods_per_unit, labels)
     versions = (tuple(s.versions for s in gpu_sets), topo.alloc_version, topo.supernode_versions(labels))
     cached = topo.cached(key, versions)
@@ -1437,7 +1513,7 @@ def _empty_supernode_slots(topo: Topology, sets: list[_Set], plan: _Groups, caps
         cached = _supernode_slots(topo, sets, plan, caps_empty, supernodes, labels, alloc)
         cached.setflags(write=False)
         topo.remember(key, versions, cached)
-    return cached  # type: ignore[no-any-return]
+    return (cached,)
 
 
 def _unit_label(plan: _Groups) -> str:
@@ -1447,9 +1523,14 @@ def _unit_label(plan: _Groups) -> str:
 
 
 def _groups_never(topo: Topology, plan: _Groups, alloc: np.ndarray, supernodes: list[tuple[str, np.ndarray]],
-                  slots: np.ndarray) -> str | None:
-    """Why the GPU groups can never form; ``slots``: units per supernode when empty."""
-    best = int(np.argmax(slots)) if slots.size else -1
+                  slots: np.ndarray, summary: tuple[int, int] | None = None) -> str | None:
+    """Why the GPU groups can never form; ``slots``: units per supernode when empty;
+    ``summary``: the supernode holding the most (``np.argmax``) and the sum, when known."""
+    if summary is None:
+        best = int(np.argmax(slots)) if slots.size else -1
+        total = int(slots.sum())
+    else:
+        best, total = summary
     if not slots.size or slots[best] == 0:
         gpus = [int(np.maximum(alloc[rows, topo.res_index[plan.resource]], 0).sum())
                 if plan.resource in topo.res_index else 0 for _, rows in supernodes]
@@ -1457,7 +1538,6 @@ def _groups_never(topo: Topology, plan: _Groups, alloc: np.ndarray, supernodes: 
         return (f"no supernode can ever hold one {_unit_label(plan)} of {plan.pods_per_unit} pods x "
                 f"{plan.per_pod} {plan.resource}: the largest of {len(supernodes)} supernodes, "
                 f"{supernodes[i][0]}, has {gpus[i]} {plan.resource} in total")
-    total = int(slots.sum())
     if total < plan.units:
         return (f"the gang forms {plan.units} units ({_unit_label(plan)}) that must each sit inside one "
                 f"supernode; the {len(supernodes)} supernodes can hold at most {total} of them even "
@@ -1530,7 +1610,7 @@ def _place_groups(topo: Topology, sets: list[_Set], plan: _Groups, caps: _Caps,
     placed = [np.zeros(n, dtype=np.int64) for _ in sets]
     if found is not None:
         result = _place_group_runs(topo, sets, runs, layout, caps, supernodes, tick, placed)
-        sparse = None if result is None else _sparse(result)
+        sparse = None if result is None else _KeptPlacement(_sparse(result))
         for arrays in sparse or ():
             for array in arrays:
                 array.setflags(write=False)
@@ -1741,25 +1821,66 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int],
     ``ref``: the Volcano queue the gang is admitted through (None: not under Volcano)."""
     if not topo.queues or ref is None:
         return None
+    facts = _queue_facts(ref, topo, tuple(need), autoscaling)
+    if facts is None:
+        return None
+    if isinstance(facts, str):
+        return Outcome("", Verdict.NEVER, "GG306", facts, ref.path)
     name, path = ref.name, ref.path
+    limits, held = facts
+    over = [(r, need[r], limits[r]) for r in need if r in limits and need[r] > limits[r][0]]
+    if over:
+        text = "; ".join(f"{_fmt1(r, n)} asked, the queue can never hold more than "
+                         f"{format_quantity(r, lim)} ({why})" for r, n, (lim, why) in over)
+        return Outcome("", Verdict.NEVER, "GG402",
+                       f"the gang's minimum resources exceed queue `{name}`: {text}", path)
+    short = [(r, need[r], limits[r][0], held.get(r, 0)) for r in need
+             if r in limits and need[r] > limits[r][0] - held.get(r, 0)]
+    if short:
+        text = "; ".join(f"{_fmt1(r, n)} asked, {format_quantity(r, h)} of {format_quantity(r, lim)} "
+                         f"held by running/inqueue pod groups" for r, n, lim, h in short)
+        return Outcome("", Verdict.WAITS, "GG404", f"waits for room in queue `{name}`: {text}", path)
+    return None
+
+
+# What :func:`_queue_checks` reads of the queues for one queue and the resources asked:
+# None (nothing to check), a GG306 message, or (limit and why per resource, held now).
+_QueueFacts = None | str | tuple[Mapping[str, tuple[int, str]], Mapping[str, int]]
+
+
+def _queue_facts(ref: QueueRef, topo: Topology, resources: tuple[str, ...], autoscaling: bool) -> _QueueFacts:
+    """Everything :func:`_queue_checks` reads but the amounts asked: a function of the
+    queues, the pod groups, the nodes' allocatable and which resources are asked, so
+    every job shape of a template asking through one queue shares it (cached until one
+    of those changes)."""
+    key = ("queue-facts", ref.name, ref.explicit, resources, autoscaling)
+    versions = (topo.queue_version, topo.podgroup_version, topo.nodeset_version, topo.cordon_version,
+                topo.alloc_version, len(topo.res_index))
+    cached = topo.cached(key, versions)
+    if cached is None:
+        cached = (_queue_facts_now(ref, topo, resources, autoscaling),)   # a tuple: None is an answer
+        topo.remember(key, versions, cached)
+    return cached[0]  # type: ignore[no-any-return]
+
+
+def _queue_facts_now(ref: QueueRef, topo: Topology, resources: tuple[str, ...],
+                     autoscaling: bool) -> _QueueFacts:
+    """:func:`_queue_facts`, computed."""
+    name = ref.name
     queue = topo.queues.get(name)
     if queue is None:
         if not ref.explicit:
             return None  # Volcano creates `default` itself; a snapshot without it proves nothing
         known = ", ".join(sorted(topo.queues)[:8])
-        return Outcome("", Verdict.NEVER, "GG306", f"queue `{name}` does not exist (queues: {known})", path)
+        return f"queue `{name}` does not exist (queues: {known})"
     if name == "root":
-        return Outcome("", Verdict.NEVER, "GG306",
-                       "can not submit job to the root queue `root`; name a leaf queue", path)
+        return "can not submit job to the root queue `root`; name a leaf queue"
     children = topo.queue_children(name)
     if children:
-        return Outcome("", Verdict.NEVER, "GG306",
-                       f"can only submit job to a leaf queue, queue `{name}` has child queues "
-                       f"{', '.join(children[:5])}", path)
+        return (f"can only submit job to a leaf queue, queue `{name}` has child queues "
+                f"{', '.join(children[:5])}")
     if not queue.open:
-        return Outcome("", Verdict.NEVER, "GG306",
-                       f"can only submit job to queue with state `Open`, queue `{name}` status is "
-                       f"`{queue.state}`", path)
+        return f"can only submit job to queue with state `Open`, queue `{name}` status is `{queue.state}`"
     # Volcano capacity: min(capability, (cluster total - all guarantees) + own guarantee),
     # and a child never exceeds its parents' capability.
     total = topo.cluster_total(include_cordoned=True)  # as Volcano counts it: never less
@@ -1769,7 +1890,7 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int],
             guarantees[r] = guarantees.get(r, 0) + v
     limits: dict[str, tuple[int, str]] = {}
     ancestors = topo.queue_ancestors(name)
-    for r in need:
+    for r in resources:
         options: list[tuple[int, str]] = []
         if r in queue.capability:
             options.append((queue.capability[r], f"capability {format_quantity(r, queue.capability[r])}"))
@@ -1787,20 +1908,8 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int],
                                   f"guarantees {format_quantity(r, reserved)}"))
         if options:
             limits[r] = min(options)
-    over = [(r, need[r], limits[r]) for r in need if r in limits and need[r] > limits[r][0]]
-    if over:
-        text = "; ".join(f"{_fmt1(r, n)} asked, the queue can never hold more than "
-                         f"{format_quantity(r, lim)} ({why})" for r, n, (lim, why) in over)
-        return Outcome("", Verdict.NEVER, "GG402",
-                       f"the gang's minimum resources exceed queue `{name}`: {text}", path)
-    held = topo.queue_held(name)
-    short = [(r, need[r], limits[r][0], held.get(r, 0)) for r in need
-             if r in limits and need[r] > limits[r][0] - held.get(r, 0)]
-    if short:
-        text = "; ".join(f"{_fmt1(r, n)} asked, {format_quantity(r, h)} of {format_quantity(r, lim)} "
-                         f"held by running/inqueue pod groups" for r, n, lim, h in short)
-        return Outcome("", Verdict.WAITS, "GG404", f"waits for room in queue `{name}`: {text}", path)
-    return None
+    # Read-only: shared by every check until the versions move.
+    return MappingProxyType(limits), MappingProxyType(topo.queue_held(name))
 
 
 def _quota_checks(namespace: str | None, topo: Topology, need: dict[str, int]) -> Outcome | None:
@@ -1975,6 +2084,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     # One pass over the nodes per distinct pod set (eligibility and request): replicas of
     # one template share it, and hundreds of sets must not outrun the budget.
     now_by_key: dict[Any, np.ndarray] = {}
+    empty_by_key: dict[Any, np.ndarray] = {}
     uniform_now: dict[Any, int | None] = {}
     uniform_empty: dict[Any, int | None] = {}
     sums: dict[Any, tuple[int, int]] = {}
@@ -1983,12 +2093,12 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         if s.key not in now_by_key:
             tick()
             now_by_key[s.key], uniform_now[s.key] = _now_capacity_of(topo, known_now, s, free_now)
+            # Sets of one key (eligibility and request) have one capacity: worked out once.
+            empty_by_key[s.key], uniform_empty[s.key] = _empty_capacity_of(topo, s)
+            sums[s.key] = (_capacity_sum(now_by_key[s.key], uniform_now[s.key], s.elig.count),
+                           _capacity_sum(empty_by_key[s.key], uniform_empty[s.key], s.elig.count))
         caps_now.append(now_by_key[s.key])
-        cap_empty, uniform_empty[s.key] = _empty_capacity_of(topo, s)
-        caps_empty.append(cap_empty)
-        if s.key not in sums:
-            sums[s.key] = (_capacity_sum(caps_now[-1], uniform_now[s.key], s.elig.count),
-                           _capacity_sum(cap_empty, uniform_empty[s.key], s.elig.count))
+        caps_empty.append(empty_by_key[s.key])
     rows = [ExplainRow(d.name, d.want, s.elig.count, *sums[s.key])
             for d, s in zip(demands, sets, strict=True)]
 
@@ -2023,9 +2133,10 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     if groups is not None and not supernodes:
         notes.append("the cluster has no supernode labels or tier-1 HyperNodes: GPU groups not checked")
     if plan is not None and plan.units:
-        slots_empty = _empty_supernode_slots(topo, sets, plan, caps_empty, supernodes, supernode_labels,
-                                             alloc, uniform_empty[sets[plan.gpu_sets[0]].key])
-        reason = _groups_never(topo, plan, alloc, supernodes, slots_empty)
+        slots_empty = _empty_supernode_slots_of(topo, sets, plan, caps_empty, supernodes, supernode_labels,
+                                                alloc, uniform_empty[sets[plan.gpu_sets[0]].key])
+        reason = _groups_never(topo, plan, alloc, supernodes, slots_empty[0],
+                               (slots_empty[1], slots_empty[2]) if len(slots_empty) == 3 else None)
         if reason is not None:
             if autoscaling:
                 return outcome(Verdict.WAITS, "GG404", f"{reason}; waits for new nodes")
