@@ -6,7 +6,9 @@ from typing import Any
 
 from policies.config import Policy, policy_from_data
 from policies.engine import Evaluation, evaluate
+from policies.feasibility import FitQuestion, fit_question
 from policies.topology import ClusterSnapshot, Topology
+from policies.workload import build_workload
 
 Obj = dict[str, Any]
 USAGE = "maip.mxsf.io/node.usage"
@@ -214,3 +216,12 @@ def feasibility_findings(result: Evaluation) -> dict[str, list[str]]:
 
 def policy(**feasibility: Any) -> Policy:
     return policy_from_data({"feasibility": feasibility})
+
+
+def question_of(doc: Obj, pol: Policy) -> FitQuestion:
+    """The question ``doc`` asks of a cluster under ``pol`` (it must ask one)."""
+    workload = build_workload(doc)
+    assert workload is not None
+    found = fit_question(workload, pol)
+    assert found is not None
+    return found

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from policies import feasibility
 from policies.config import Policy, policy_from_data
-from policies.feasibility import Outcome, check_cluster, fit_question
+from policies.feasibility import FitQuestion, Outcome, check_cluster, fit_question
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 
@@ -176,9 +176,10 @@ def reference_offers(active: list[tuple[Any, np.ndarray]], free: np.ndarray) -> 
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_capacities_offers_and_supernode_slots_equal_the_straightforward_ones(data: st.DataObject) -> None:
+def drawn_check(data: st.DataObject) -> tuple[Topology, FitQuestion, list[Any], Any, dict[Any, Any]] | None:
+    """A random cluster, policy and job, and what the check starts from: (topology,
+    question, sets, free resources now, their known-capacity cache); None when the job
+    asks nothing of the cluster."""
     objects = data.draw(clusters())
     pol = data.draw(st.sampled_from(POLICIES))
     doc = data.draw(jobs())
@@ -187,9 +188,18 @@ def test_capacities_offers_and_supernode_slots_equal_the_straightforward_ones(da
     assert workload is not None
     question = fit_question(workload, pol)
     if question is None:
-        return
-    sets = feasibility._sets(topo, question.demands)
+        return None
     free_now, known = feasibility._now(topo)
+    return topo, question, feasibility._sets(topo, question.demands), free_now, known
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_capacities_offers_and_supernode_slots_equal_the_straightforward_ones(data: st.DataObject) -> None:
+    drawn = drawn_check(data)
+    if drawn is None:
+        return
+    topo, question, sets, free_now, known = drawn
     alloc = topo.alloc[: topo.slots]
     for _ in range(3):
         # Computed on the whole matrices, then on the eligible rows' blocks (built the

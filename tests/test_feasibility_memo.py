@@ -16,7 +16,18 @@ import time
 from typing import Any
 
 import pytest
-from feasibility_helpers import USAGE, Obj, gpu_node, node, pod, podgroup, pytorch_job, queue, run
+from feasibility_helpers import (
+    USAGE,
+    Obj,
+    gpu_node,
+    node,
+    pod,
+    podgroup,
+    pytorch_job,
+    question_of,
+    queue,
+    run,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,14 +56,6 @@ def submitted(doc: Obj, pol: Policy) -> Obj:
     """The object as /validate sees it: after the mutating webhook (usage tolerations and
     affinity), so that the GPU nodes' usage taints are tolerated."""
     return run(doc, None, pol).mutated or doc
-
-
-def question(doc: Obj, pol: Policy) -> FitQuestion:
-    workload = build_workload(doc)
-    assert workload is not None
-    found = fit_question(workload, pol)
-    assert found is not None
-    return found
 
 
 def as_tuple(out: Outcome) -> tuple[Any, ...]:
@@ -225,7 +228,7 @@ def test_memoised_outcomes_equal_fresh_ones_through_random_events(data: st.DataO
         if asked is None:
             continue
         memoised = check_cluster(asked, snapshot, pol)
-        fresh = check_cluster(question(doc, pol), snapshot, pol, memo=False)
+        fresh = check_cluster(question_of(doc, pol), snapshot, pol, memo=False)
         assert as_tuple(memoised) == as_tuple(fresh)
         # what the caller got is its own: spoiling it changes nothing kept
         memoised.rows.clear()
@@ -251,8 +254,8 @@ def test_jobs_differing_only_in_name_and_uid_share_one_answer() -> None:
     second = copy.deepcopy(first)
     second["metadata"].update(name="sweep-2", uid="5b0c6a2e-0000-4000-8000-000000000002",
                               labels={"sweep": "lr-0.02"})
-    assert question(first, pol) == question(second, pol)
-    assert hash(question(first, pol)) == hash(question(second, pol))
+    assert question_of(first, pol) == question_of(second, pol)
+    assert hash(question_of(first, pol)) == hash(question_of(second, pol))
     a = run(first, clusters, pol)
     assert (memo_of(topo).hits, memo_of(topo).misses) == (0, 1)
     b = run(second, clusters, pol)
@@ -277,29 +280,29 @@ def test_a_different_shape_is_a_different_question() -> None:
     tolerant = copy.deepcopy(base)
     worker = tolerant["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     worker["tolerations"] = [{"operator": "Exists"}]
-    asked = question(base, pol)
+    asked = question_of(base, pol)
     for other in [*variants, namespaced, tolerant]:
-        assert question(other, pol) != asked
-    assert question(base, policy_from_data({"feasibility": {"autoscaling": True}})) != asked
+        assert question_of(other, pol) != asked
+    assert question_of(base, policy_from_data({"feasibility": {"autoscaling": True}})) != asked
 
 
 def test_the_same_question_under_another_policy_is_not_answered_from_the_memo() -> None:
     topo = Topology.from_objects(gpu_cluster())
     snapshot = ClusterSnapshot("c", topo)
     job = submitted(pytorch_job(3, 8, group=16, queue_name="research"), Policy())
-    check_cluster(question(job, Policy()), snapshot, Policy())
-    check_cluster(question(job, Policy()), snapshot, Policy())   # equal policy, another load
+    check_cluster(question_of(job, Policy()), snapshot, Policy())
+    check_cluster(question_of(job, Policy()), snapshot, Policy())   # equal policy, another load
     assert memo_of(topo).hits == 0
     pol = Policy()
-    check_cluster(question(job, pol), snapshot, pol)
-    check_cluster(question(job, pol), snapshot, pol)
+    check_cluster(question_of(job, pol), snapshot, pol)
+    check_cluster(question_of(job, pol), snapshot, pol)
     assert memo_of(topo).hits == 1
 
 
 def test_fleet_members_get_their_own_names_from_one_topology() -> None:
     pol = Policy()
     topo = Topology.from_objects(gpu_cluster())
-    asked = question(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
+    asked = question_of(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
     one = check_cluster(asked, ClusterSnapshot("east", topo), pol)
     two = check_cluster(asked, ClusterSnapshot("west", topo), pol)
     assert (one.cluster, two.cluster) == ("east", "west") and memo_of(topo).hits == 1
@@ -347,7 +350,7 @@ def test_every_change_invalidates(what: str, event: str, obj: Obj) -> None:
     pol = Policy()
     topo = Topology.from_objects(change_cluster())
     snapshot = ClusterSnapshot("c", topo)
-    asked = question(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
+    asked = question_of(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
     assert check_cluster(asked, snapshot, pol).verdict == Verdict.FITS
     before = topo.state_versions((CLIQUE, *asked.label_keys))
     topo.apply(event, obj)
@@ -363,7 +366,7 @@ def test_a_change_to_nothing_keeps_the_answer() -> None:
     pol = Policy()
     topo = Topology.from_objects(change_cluster())
     snapshot = ClusterSnapshot("c", topo)
-    asked = question(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
+    asked = question_of(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
     check_cluster(asked, snapshot, pol)
     # heartbeats, status refreshes, and a label nobody selects on
     for event, obj in [("MODIFIED", gpu_node("gpu-3", labels={CLIQUE: "clique-0"})),
@@ -384,7 +387,7 @@ def test_relist_that_drops_objects_invalidates() -> None:
     pol = Policy()
     topo = Topology.from_objects(change_cluster())
     snapshot = ClusterSnapshot("c", topo)
-    asked = question(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
+    asked = question_of(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
     check_cluster(asked, snapshot, pol)
     for kind in ("Pod", "PodGroup", "Queue", "Node"):
         before = topo.state_versions()
@@ -403,7 +406,7 @@ def test_out_of_budget_answers_are_never_kept_and_a_spent_budget_stays_gg406() -
     pol = Policy()
     topo = Topology.from_objects(gpu_cluster())
     snapshot = ClusterSnapshot("c", topo)
-    asked = question(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
+    asked = question_of(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
     spent = time.monotonic() - 1
     out = check_cluster(asked, snapshot, pol, spent)
     assert (out.verdict, out.rule) == (Verdict.UNKNOWN, "GG406") and len(memo_of(topo)) == 0
@@ -417,7 +420,7 @@ def test_out_of_budget_answers_are_never_kept_and_a_spent_budget_stays_gg406() -
 def test_no_nodes_is_not_kept() -> None:
     pol = Policy()
     topo = Topology.from_objects([queue("research")])
-    asked = question(pytorch_job(1, 8, queue_name="research"), pol)
+    asked = question_of(pytorch_job(1, 8, queue_name="research"), pol)
     assert check_cluster(asked, ClusterSnapshot("c", topo), pol).rule == "GG406"
     assert len(memo_of(topo)) == 0
 
@@ -432,7 +435,7 @@ def test_the_memo_is_a_bounded_lru() -> None:
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "x"},
                "spec": {"template": {"spec": {"containers": [
                    {"name": "m", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}}}
-        return question(job, pol)
+        return question_of(job, pol)
 
     memo = memo_of(topo)
     for cpu in (1, 2, 3):
@@ -454,7 +457,7 @@ def test_a_hit_is_the_callers_to_edit() -> None:
     pol = Policy()
     topo = Topology.from_objects(gpu_cluster())
     snapshot = ClusterSnapshot("c", topo)
-    asked = question(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
+    asked = question_of(submitted(pytorch_job(3, 8, group=16, queue_name="research"), pol), pol)
     first = check_cluster(asked, snapshot, pol)
     expected = copy.deepcopy(as_tuple(first))
     assert first.witness is not None and first.rows

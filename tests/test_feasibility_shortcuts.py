@@ -19,10 +19,10 @@ import json
 from typing import Any
 
 import numpy as np
-from feasibility_helpers import USAGE, Obj, run
+from feasibility_helpers import USAGE, Obj, question_of, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_feasibility_cold import POLICIES, clusters, jobs, outcome, reference_offers
+from test_feasibility_cold import POLICIES, clusters, drawn_check, jobs, outcome, reference_offers
 
 from policies import feasibility
 from policies.config import Policy
@@ -48,14 +48,6 @@ def bench_job(cpu: str = "32", tolerations: list[Obj] | None = None) -> Obj:
             "spec": {"schedulerName": "volcano", "minAvailable": 4, "queue": "q1", "tasks": tasks}}
 
 
-def asked(doc: Obj, policy: Policy) -> FitQuestion:
-    workload = build_workload(doc)
-    assert workload is not None
-    question = fit_question(workload, policy)
-    assert question is not None
-    return question
-
-
 def fields_of(question: FitQuestion) -> tuple[Any, ...]:
     """The question's fields as a dataclass compares them (the demands by their compared
     fields), the reference for its flat-tuple equality."""
@@ -72,17 +64,17 @@ def fields_of(question: FitQuestion) -> tuple[Any, ...]:
 
 def test_one_question_object_per_input_and_policy() -> None:
     policy = Policy()
-    first, second = asked(bench_job(), policy), asked(bench_job(), policy)
+    first, second = question_of(bench_job(), policy), question_of(bench_job(), policy)
     assert first is second
-    other_policy = asked(bench_job(), Policy())
+    other_policy = question_of(bench_job(), Policy())
     assert other_policy is not first and other_policy == first and hash(other_policy) == hash(first)
-    assert asked(bench_job(cpu="31"), policy) != first
+    assert question_of(bench_job(cpu="31"), policy) != first
 
 
 def test_a_kept_question_shares_nothing_with_the_document() -> None:
     policy = Policy()
     doc = bench_job(tolerations=[{"key": "k-shared", "operator": "Exists"}])
-    question = asked(doc, policy)
+    question = question_of(doc, policy)
     placement = question.demands[0].placement
     assert feasibility._signature(placement) == question.demands[0].signature
     # The document is edited after it was asked about: the kept question does not change.
@@ -92,16 +84,16 @@ def test_a_kept_question_shares_nothing_with_the_document() -> None:
     assert placement["tolerations"] == [{"key": "k-shared", "operator": "Exists"}]
     assert placement["nodeSelector"] == {"nvidia.com/gpu.product": "H100"}
     assert feasibility._signature(placement) == question.demands[0].signature
-    again = asked(bench_job(tolerations=[{"key": "k-shared", "operator": "Exists"}]), policy)
+    again = question_of(bench_job(tolerations=[{"key": "k-shared", "operator": "Exists"}]), policy)
     assert again is question
-    edited = asked(doc, policy)
+    edited = question_of(doc, policy)
     assert edited != question and edited.demands[0].placement["tolerations"][0]["key"] == "edited"
 
 
 def test_kept_questions_are_bounded() -> None:
     policy = Policy()
     for cpu in range(feasibility.QUESTIONS_KEPT + 10):
-        asked(bench_job(cpu=f"{cpu + 1}m"), policy)
+        question_of(bench_job(cpu=f"{cpu + 1}m"), policy)
         assert len(feasibility._QUESTIONS) <= feasibility.QUESTIONS_KEPT
 
 
@@ -131,17 +123,10 @@ def test_question_equality_is_field_equality(data: st.DataObject) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_uniform_capacity_shortcuts_equal_the_array_computations(data: st.DataObject) -> None:
-    objects = data.draw(clusters())
-    pol = data.draw(st.sampled_from(POLICIES))
-    doc = data.draw(jobs())
-    topo = Topology.from_objects(objects)
-    workload = build_workload(run(doc, None, pol).mutated or doc)
-    assert workload is not None
-    question = fit_question(workload, pol)
-    if question is None:
+    drawn = drawn_check(data)
+    if drawn is None:
         return
-    sets = feasibility._sets(topo, question.demands)
-    free_now, known = feasibility._now(topo)
+    topo, question, sets, free_now, known = drawn
     alloc = topo.alloc[: topo.slots]
     for _ in range(3):     # whole matrices, blocks built, blocks kept
         known.clear()
