@@ -178,16 +178,21 @@ class StaticTopology:
             return None
         if snapshots is None:
             log.error("cluster snapshot not reloaded, keeping the previous one: %s", error)
-        else:
-            replaced, self._snapshots = self._snapshots, snapshots  # the whole fleet at once
-            log.info("cluster snapshot reloaded from %s (%s)", ", ".join(self.paths),
-                     ", ".join(f"{s.name}: {s.topology.counts().get('Node', 0)} nodes" for s in snapshots))
-            survivors = _weak_topologies(replaced)
-            del replaced
-            await self._settle(survivors)
+            self._counted(False)
+            return False
+        replaced, self._snapshots = self._snapshots, snapshots  # the whole fleet at once
+        log.info("cluster snapshot reloaded from %s (%s)", ", ".join(self.paths),
+                 ", ".join(f"{s.name}: {s.topology.counts().get('Node', 0)} nodes" for s in snapshots))
+        # counted as it takes effect: the next review already sees the new fleet
+        self._counted(True)
+        survivors = _weak_topologies(replaced)
+        del replaced
+        await self._settle(survivors)
+        return True
+
+    def _counted(self, ok: bool) -> None:
         if self._on_reload is not None:
-            self._on_reload(snapshots is not None)
-        return snapshots is not None
+            self._on_reload(ok)
 
     @staticmethod
     async def _settle(replaced: list[weakref.ref[Any]]) -> None:
