@@ -100,6 +100,15 @@ def best_pass(repeat: int, texts: list[str], policy: Policy) -> tuple[float, flo
     return best_load, best_eval
 
 
+def print_against_json_loads(times: dict[str, list[float]], width: int) -> None:
+    """p50 and p99 of each step, and its p50 against the ``json.loads`` baseline's."""
+    base = statistics.median(times["json.loads"])
+    for name, values in times.items():
+        p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
+        print(f"  {name:{width}s} p50 {p50 * 1e6:7.1f} us  p99 {p99 * 1e6:7.1f} us  "
+              f"p50 ratio to json.loads {p50 / base:6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -112,24 +121,14 @@ def main() -> None:
     payload = json.dumps(submitted(pytorch_job(64)))
     per_call(200, payload, policy)  # warm-up: imports, caches
     gc.collect()
-    times = per_call(args.rounds, payload, policy)
-    base = statistics.median(times["json.loads"])
     print(f"bench job (PyTorchJob, 64 pods, {len(payload):,} bytes of JSON), {args.rounds} rounds:")
-    for name, values in times.items():
-        p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
-        print(f"  {name:15s} p50 {p50 * 1e6:7.1f} us  p99 {p99 * 1e6:7.1f} us  "
-              f"p50 ratio to json.loads {p50 / base:6.2f}x")
+    print_against_json_loads(per_call(args.rounds, payload, policy), 15)
 
     bodies = review_payloads(submitted(pytorch_job(64)), args.rounds)
     per_review(bodies[:200], policy)  # warm-up
     gc.collect()
-    times = per_review(bodies, policy)
-    base = statistics.median(times["json.loads"])
     print(f"bench job reviewed for /validate in process, {args.rounds} different jobs:")
-    for name, values in times.items():
-        p50, p99 = percentile(values, 0.5), percentile(values, 0.99)
-        print(f"  {name:18s} p50 {p50 * 1e6:7.1f} us  p99 {p99 * 1e6:7.1f} us  "
-              f"p50 ratio to json.loads {p50 / base:6.2f}x")
+    print_against_json_loads(per_review(bodies, policy), 18)
 
     texts = corpus_texts()
     if not texts:

@@ -447,10 +447,11 @@ def _own_placement(signature: str, spec: Mapping[str, Any]) -> dict[str, Any]:
     if placement is None:
         if len(_PLACEMENTS) >= 4096:    # bounded: one-off placements must not pile up
             _PLACEMENTS.clear()
-        own: Any = list(_placement_parts(spec))
+        own: Any
         if signature.startswith("m"):
             own = marshal.loads(signature[1:].encode("latin-1"))
         else:
+            own = list(_placement_parts(spec))
             try:
                 own = copy.deepcopy(own)
             except (RecursionError, TypeError, copy.Error):

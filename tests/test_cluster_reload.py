@@ -9,18 +9,24 @@ import logging
 import os
 import pickle
 import signal
-import subprocess
-import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from webhook_helpers import ServedWebhook, WebhookClient, free_port, make_cert, post_review, review_for
+from webhook_helpers import (
+    ServedWebhook,
+    ServeProcess,
+    WebhookClient,
+    make_cert,
+    post_review,
+    review_for,
+    wait_for,
+)
 
 from policies.config import Policy
 from webhook import server
@@ -82,15 +88,6 @@ def verdict(served: WebhookClient) -> tuple[bool, str]:
 def reloads(metrics: Metrics, result: str) -> float:
     value = metrics.registry.get_sample_value("gpugate_reloads_total", {"what": "cluster", "result": result})
     return value or 0.0
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def serve(paths: list[Path], policy: PolicySource | None = None) -> tuple[ServedWebhook, Metrics]:
@@ -294,29 +291,14 @@ def test_gpugate_serve_reloads_cluster_file(tmp_path: Path) -> None:
     cert, key = make_cert(tmp_path)
     cluster = tmp_path / "prod.yaml"
     cluster.write_text(snapshot_text(8))
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster), "--log-format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    try:
-        probe = WebhookClient("127.0.0.1", port, cert)
-
-        def ready() -> bool:
-            try:
-                return probe.request("GET", "/readyz", keep_alive=False, timeout=1)[0] == 200
-            except OSError:
-                return process.poll() is not None
-        assert wait_for(ready, timeout=20), "server did not become ready"
-        assert process.poll() is None
+    with ServeProcess(cert, key, "--cluster", str(cluster), "--log-format", "json") as served:
+        probe = served.client
+        assert served.wait_until_answering("/readyz"), "server did not become ready"
         assert verdict(probe)[0] is True
         replace_file(cluster, snapshot_text(4))
         assert wait_for(lambda: not verdict(probe)[0], timeout=15)
         _, body, _ = probe.request("GET", "/metrics")
         assert 'gpugate_reloads_total{result="ok",what="cluster"} 1.0' in body.decode()
-    finally:
-        process.terminate()
-        _, err = process.communicate(timeout=10)
-    assert process.returncode == 0, err.decode()
-    messages = [json.loads(line)["message"] for line in err.decode().splitlines() if line.startswith("{")]
+    assert served.returncode == 0, served.stderr
+    messages = [json.loads(line)["message"] for line in served.stderr.splitlines() if line.startswith("{")]
     assert any(m.startswith("cluster snapshot reloaded from") for m in messages), messages

@@ -14,10 +14,8 @@ import logging
 import os
 import socket
 import ssl
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,16 @@ import yaml
 from aiohttp import web
 from fake_apiserver import FakeApiServer
 from kubernetes import client as k8s
-from webhook_helpers import ServedWebhook, WebhookClient, free_port, make_cert, post_review, review_for
+from webhook_helpers import (
+    ServedWebhook,
+    ServeProcess,
+    WebhookClient,
+    free_port,
+    make_cert,
+    post_review,
+    review_for,
+    wait_for,
+)
 
 from policies.config import Policy, policy_from_data
 from webhook.metrics import Metrics
@@ -156,15 +163,6 @@ def live_webhook(url: str, policy: Policy = POLICY) -> Iterator[Live]:
         yield live
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
-
 def assert_degraded(live: Live) -> None:
     """What must hold while the topology is missing or stale."""
     before = live.unknown_count()
@@ -198,21 +196,10 @@ def test_serve_starts_with_the_api_server_unreachable(tmp_path: Path) -> None:
     kubeconfig.write_text(yaml.safe_dump(config))
     policy = tmp_path / "policy.yaml"
     policy.write_text("feasibility: {staleAfterSeconds: 1}\n")
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(kubeconfig),
-         "--config", str(policy), "--log-format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    try:
-        client = WebhookClient("127.0.0.1", port, cert)
-
-        def serving() -> bool:
-            try:
-                return client.request("GET", "/healthz", keep_alive=False, timeout=1)[0] == 200
-            except OSError:
-                return process.poll() is not None
-        assert wait_for(serving, timeout=20) and process.poll() is None
+    with ServeProcess(cert, key, "--kubeconfig", str(kubeconfig), "--config", str(policy),
+                      "--log-format", "json") as served:
+        client = served.client
+        assert served.wait_until_answering("/healthz")
         assert client.request("GET", "/readyz")[0] == 503
         status, answer = post_review(client, "validate", review_for(no_limit_job(), uid="s1"))
         assert status == 200 and answer["response"]["allowed"] is False
@@ -225,10 +212,7 @@ def test_serve_starts_with_the_api_server_unreachable(tmp_path: Path) -> None:
         assert unknown and float(unknown[0].rsplit(" ", 1)[1]) >= 1
         assert "gpugate_watch_restarts_total" in metrics
         assert client.request("GET", "/readyz")[0] == 503  # still not ready: never synced
-    finally:
-        process.terminate()
-        _, err = process.communicate(timeout=15)
-    assert process.returncode == 0, err.decode()[-2000:]
+    assert served.returncode == 0, served.stderr[-2000:]
 
 
 def test_api_server_down_at_start_then_back(api: FaultyApiServer) -> None:

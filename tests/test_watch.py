@@ -17,6 +17,7 @@ import pytest
 import yaml
 from fake_apiserver import FakeApiServer
 from kubernetes import client as k8s
+from webhook_helpers import wait_for
 
 from policies.config import Policy
 from policies.topology import Topology
@@ -113,15 +114,6 @@ class Live:
 
 def expected(server: FakeApiServer) -> dict[str, Any]:
     return view(Topology.from_objects(server.objects(), Policy()))
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def converged(live: Live, server: FakeApiServer) -> bool:
@@ -346,27 +338,14 @@ def test_streams_that_end_at_once_are_retried_with_backoff(server: FakeApiServer
 
 
 def test_gpugate_serve_live_from_kubeconfig(server: FakeApiServer, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from webhook_helpers import WebhookClient, free_port, make_cert, post_review, review_for
+    from webhook_helpers import ServeProcess, make_cert, post_review, review_for
 
     cert, key = make_cert(tmp_path)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(kubeconfig)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
-    client = WebhookClient("127.0.0.1", port, cert)
-    try:
-        def ready() -> bool:
-            try:
-                return client.request("GET", "/readyz", keep_alive=False, timeout=1)[0] == 200
-            except OSError:
-                return process.poll() is not None
-        assert wait_for(ready, timeout=20) and process.poll() is None
+    with ServeProcess(cert, key, "--kubeconfig", str(kubeconfig)) as served:
+        client = served.client
+        assert served.wait_until_answering("/readyz")
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big", "namespace": "ml"},
                "spec": {"template": {"spec": {"containers": [{
                    "name": "c", "image": "x", "resources": {"requests": {"cpu": "500"}}}]}}}}
@@ -379,11 +358,7 @@ def test_gpugate_serve_live_from_kubeconfig(server: FakeApiServer, tmp_path: Pat
         server.expire()
         assert wait_for(lambda: 'gpugate_watch_restarts_total{kind="Node",reason="gone"} 1.0'
                         in client.request("GET", "/metrics")[1].decode())
-    finally:
-        client.close()
-        process.terminate()
-        _, err = process.communicate(timeout=15)
-    assert process.returncode == 0, err.decode()[-2000:]
+    assert served.returncode == 0, served.stderr[-2000:]
 
 
 def test_expired_continue_token_restarts_the_list(server: FakeApiServer) -> None:

@@ -7,8 +7,6 @@ import copy
 import json
 import os
 import ssl
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from webhook_helpers import (
     ServedWebhook,
-    WebhookClient,
+    ServeProcess,
     decode_patch,
-    free_port,
     make_cert,
     post_review,
     review_for,
+    wait_for,
 )
 
 from lint.documents import iter_documents
@@ -421,15 +419,6 @@ def test_readyz_waits_for_the_topology() -> None:
 
 # -- reloads ------------------------------------------------------------------------------
 
-def _wait_for(predicate: Any, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 def test_config_reloaded_on_change_and_bad_config_ignored(tmp_path: Path) -> None:
     config = tmp_path / "policy.yaml"
     config.write_text("rules: {}\n")
@@ -440,7 +429,7 @@ def test_config_reloaded_on_change_and_bad_config_ignored(tmp_path: Path) -> Non
         assert not allowed()
         config.write_text("rules: {GG202: off}\n")
         os.utime(config, ns=(time.time_ns(), time.time_ns() + 10**9))
-        assert _wait_for(allowed)
+        assert wait_for(allowed, timeout=5)
         config.write_text("rules: {GG202: off}\nnot-a-key: 1\n")
         os.utime(config, ns=(time.time_ns(), time.time_ns() + 2 * 10**9))
         time.sleep(0.3)
@@ -476,7 +465,7 @@ def test_tls_reload_keeps_connections_and_rejects_bad_pairs(tmp_path: Path) -> N
         served.cert.write_bytes(new_cert.read_bytes())
         served.key.write_bytes(new_key.read_bytes())
         second = int(x509.load_pem_x509_certificate(new_cert.read_bytes()).serial_number)
-        assert _wait_for(lambda: _served_serial(served) == second)
+        assert wait_for(lambda: _served_serial(served) == second, timeout=5)
         assert first != second
         kept.request("GET", "/healthz")  # the connection opened before the reload still works
         assert kept.getresponse().read() == b"ok\n"
@@ -485,7 +474,7 @@ def test_tls_reload_keeps_connections_and_rejects_bad_pairs(tmp_path: Path) -> N
         other_cert, _ = make_cert(tmp_path / "other")  # a certificate whose key we do not install
         served.cert.write_bytes(other_cert.read_bytes())
         os.utime(served.cert, ns=(time.time_ns(), time.time_ns() + 10**9))
-        assert _wait_for(lambda: served.tls.maybe_reload() is None)  # attempted and settled
+        assert wait_for(lambda: served.tls.maybe_reload() is None, timeout=5)  # attempted and settled
         assert _served_serial(served) == second
         assert served.tls.context.minimum_version == ssl.TLSVersion.TLSv1_2
 
@@ -505,30 +494,15 @@ def test_gpugate_serve_subprocess_with_static_cluster(tmp_path: Path) -> None:
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
                                        "items": [gpu_node(f"gpu-{i}") for i in range(2)]}))
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster), "--log-format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    try:
-        probe = WebhookClient("127.0.0.1", port, cert)
-
-        def ready() -> bool:
-            try:
-                return probe.request("GET", "/readyz", keep_alive=False, timeout=1)[0] == 200
-            except OSError:
-                return process.poll() is not None
-        assert _wait_for(ready, timeout=20), "server did not become ready"
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+    with ServeProcess(cert, key, "--cluster", str(cluster), "--log-format", "json") as served:
+        probe = served.client
+        assert served.wait_until_answering("/readyz"), "server did not become ready"
         status, answer = post_review(probe, "validate", review_for(bad_job()))
         assert status == 200 and answer["response"]["allowed"] is False
         status, body, _ = probe.request("GET", "/metrics")
         assert 'gpugate_topology_objects{cluster=' in body.decode()
-    finally:
-        process.terminate()
-        _, err = process.communicate(timeout=10)
-    assert process.returncode == 0, err.decode()
-    assert all(json.loads(line) for line in err.decode().splitlines() if line.startswith("{"))
+    assert served.returncode == 0, served.stderr
+    assert all(json.loads(line) for line in served.stderr.splitlines() if line.startswith("{"))
 
 
 def test_serve_rejects_unreadable_cluster_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,9 +22,12 @@ import ipaddress
 import json
 import socket
 import ssl
+import subprocess
+import sys
 import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +65,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> bool:
+    """Whether ``predicate`` came true within ``timeout`` seconds (polled every 20 ms)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
 
 
 def client_context(cert_path: Path | str) -> ssl.SSLContext:
@@ -263,3 +276,40 @@ def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
         return []
     assert response.get("patchType") == "JSONPatch"
     return json.loads(base64.b64decode(patch))
+
+
+class ServeProcess:
+    """``gpugate serve`` as the command line runs it, in a subprocess on a loopback port.
+
+    ``with ServeProcess(cert, key, "--cluster", path) as served:`` starts it (``args`` after
+    the host, port and TLS flags); on leaving, it is terminated and ``returncode`` and
+    ``stderr`` (its log) are set.
+    """
+
+    def __init__(self, cert: Path, key: Path, *args: str) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+             "--tls-cert", str(cert), "--tls-key", str(key), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
+        self.client = WebhookClient("127.0.0.1", self.port, cert)
+        self.returncode: int | None = None
+        self.stderr = ""
+
+    def wait_until_answering(self, path: str, timeout: float = 20.0) -> bool:
+        """Whether ``GET path`` answered 200 within ``timeout`` with the process still running."""
+        def answering() -> bool:
+            try:
+                return self.client.request("GET", path, keep_alive=False, timeout=1)[0] == 200
+            except OSError:
+                return self.process.poll() is not None   # died: stop waiting
+        return wait_for(answering, timeout) and self.process.poll() is None
+
+    def __enter__(self) -> ServeProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        self.process.terminate()
+        _, err = self.process.communicate(timeout=15)
+        self.returncode, self.stderr = self.process.returncode, err.decode()
