@@ -34,7 +34,6 @@ from webhook.cli import reload_counter
 from webhook.metrics import Metrics
 from webhook.server import PolicySource, StaticTopology, Webhook
 
-ROOT = Path(__file__).resolve().parent.parent
 GPU = "nvidia.com/gpu"
 INTERVAL = 0.05  # reload tick of the in-process servers
 

@@ -41,7 +41,6 @@ from webhook.metrics import Metrics
 from webhook.server import PolicySource, Webhook
 from webhook.watch import LiveTopology, WatchOptions, watch_api_client
 
-ROOT = Path(__file__).resolve().parent.parent
 GPU = "nvidia.com/gpu"
 STALE_AFTER = 1.0
 FAST = WatchOptions(page_size=50, connect_timeout=0.5, read_timeout=1.0, list_timeout=1.0,
