@@ -72,6 +72,12 @@ class KindSpec:
     # PodGroup of minMember 1), so only one pod, not the whole count, is ever required.
     gang: bool = True
     resource: str = ""                        # plural, for webhook rules and RBAC
+    # The pod templates cannot change once created (a Pod's spec, a batch Job's template):
+    # the API server refuses an UPDATE that patches them, so nothing is injected on UPDATE.
+    templates_immutable: bool = False
+    # The ``scale`` subresource: the JSON Pointer its ``spec.replicas`` writes to ("" when
+    # the kind has none). ``kubectl scale`` is judged as the equivalent spec change.
+    scale_replicas: str = ""
 
     @property
     def label(self) -> str:
@@ -84,6 +90,9 @@ _KUEUE = QueueSource("/metadata/labels/" + KUEUE_QUEUE_LABEL.replace("/", "~1"),
 _RAY_QUEUE = QueueSource("/metadata/labels/" + VOLCANO_QUEUE_LABEL.replace("/", "~1"), "volcano")
 
 
+_KUBEFLOW_SCALED = frozenset({"PyTorchJob", "PaddleJob", "JAXJob"})
+
+
 def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
     return KindSpec(
         group="kubeflow.org", kind=kind, resource=resource,
@@ -94,6 +103,8 @@ def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
         # training-operator with gang scheduling sets an empty schedulerName to its gang scheduler
         operator_scheduler=True,
         pytorch_style=kind == "PyTorchJob",
+        # the training-operator CRDs declare a scale subresource on the Worker replicas
+        scale_replicas=f"/spec/{specs_key}/Worker/replicas" if kind in _KUBEFLOW_SCALED else "",
     )
 
 
@@ -118,17 +129,18 @@ KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         group="", kind="Pod", resource="pods",
         pod_sets=(PodSetSource("", name="pod", template="", replicas=None, optional=False),),
+        templates_immutable=True,
         gang_min="/metadata/annotations/" + GROUP_MIN_MEMBER_ANNOTATION.replace("/", "~1"),
         queues=(QueueSource("/metadata/annotations/" + VOLCANO_QUEUE_ANNOTATION.replace("/", "~1"),
                             "volcano"), _KUEUE),
     ),
     *(
         KindSpec(group="apps", kind=k, resource=r, pod_sets=(PodSetSource("/spec", name="pods"),), gang=False,
-                 queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE))
+                 queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE), scale_replicas="/spec/replicas")
         for k, r in (("Deployment", "deployments"), ("StatefulSet", "statefulsets"),
                      ("ReplicaSet", "replicasets"))
     ),
-    KindSpec(group="batch", kind="Job", resource="jobs", gang=False,
+    KindSpec(group="batch", kind="Job", resource="jobs", gang=False, templates_immutable=True,
              pod_sets=(PodSetSource("/spec", name="pods", replicas="parallelism"),),
              queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE)),
     KindSpec(group="batch", kind="CronJob", resource="cronjobs", gang=False,
