@@ -6,13 +6,14 @@ FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/gpugate
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY gpugate/ gpugate/
 COPY policies/ policies/
 COPY lint/ lint/
 COPY webhook/ webhook/
-# A regular (non-editable) install of the project's runtime dependencies only: no [test] or [dev] extras.
-RUN /opt/gpugate/bin/pip install . \
+# A regular (non-editable) install of the project's runtime dependencies only: no [test] or [dev] extras,
+# at the exact versions of constraints.txt (the ones the test suite ran with).
+RUN /opt/gpugate/bin/pip install -c constraints.txt . \
  && /opt/gpugate/bin/pip uninstall --yes pip setuptools wheel \
  && /opt/gpugate/bin/python -m compileall -q /opt/gpugate
 

@@ -6,10 +6,12 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: demo test lint-code bench rules-doc clean
 
-$(STAMP): pyproject.toml
+# Pinned: constraints.txt holds the exact version of every dependency (pyproject.toml only the
+# lower bounds); a change to either file reinstalls.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

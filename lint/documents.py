@@ -8,6 +8,7 @@ Pointer can be turned into a line and column only when a finding needs it.
 from __future__ import annotations
 
 import bisect
+import codecs
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -76,7 +77,9 @@ _SCALARS = {
 # Bounds for hostile input (each is a GG001 finding, never a crash): PyYAML's C composer
 # recurses per nesting level and overflows the C stack on deep input, so depth is
 # checked first; aliases are shared, but anything that walks a document would pay the
-# expanded size, so that is bounded too.
+# expanded size, so that is bounded too. MAX_DEPTH is gpugate's own limit, reported in the
+# same words whatever PyYAML's version (since 6.0.3 its libyaml stops at 1,000 levels itself,
+# see _depth_limit_error).
 MAX_DEPTH = 128   # as the webhook's MAX_JSON_DEPTH: real manifests nest ~20 levels
 MAX_EXPANDED_NODES = 1_000_000
 MAX_FILE_BYTES = 32 * 1024 * 1024
@@ -178,8 +181,6 @@ def construct(root: Node) -> Any:
         if key in memo:
             aliased = True
             return memo[key]
-        if depth > MAX_DEPTH:
-            raise DocumentError(f"document nests deeper than {MAX_DEPTH} levels", *_mark(node))
         if isinstance(node, ScalarNode):
             if node.tag == _STR:
                 value: Any = node.value
@@ -195,6 +196,8 @@ def construct(root: Node) -> Any:
                                         *_mark(node)) from None
             memo[key] = value
             return value
+        if depth > MAX_DEPTH:  # collections, as _walk_depth counts them
+            raise _too_deep(*_mark(node))
         if node.tag not in _COLLECTIONS:
             raise DocumentError(f"unsupported YAML tag {node.tag!r}", *_mark(node))
         if isinstance(node, SequenceNode):
@@ -363,30 +366,92 @@ def _depth_bound(text: str | bytes) -> int:
     return brackets + 2 * (longest + 1)
 
 
+def _too_deep(line: int, column: int) -> DocumentError:
+    return DocumentError(f"document nests deeper than {MAX_DEPTH} levels", line, column)
+
+
+def _walk_depth(text: str | bytes, after: int = 0) -> DocumentError | None:
+    """The first collection nested deeper than MAX_DEPTH that starts at or after character
+    ``after``, as a DocumentError, found event by event: libyaml's parser is iterative, so
+    this walk is safe where composing is not. None when there is none; PyYAML's errors are
+    raised."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                if mark is None:
+                    return _too_deep(1, 1)
+                if mark.index >= after:
+                    return _too_deep(mark.line + 1, mark.column + 1)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    return None
+
+
+def _is_pyyaml_depth_limit(exc: yaml.YAMLError) -> bool:
+    """PyYAML's own nesting limit (libyaml's, 1,000 levels, bundled since PyYAML 6.0.3)."""
+    return (isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None
+            and "maximum nesting depth" in (exc.problem or ""))
+
+
+def _as_str(text: str | bytes) -> str | None:
+    """``text`` as libyaml counts it (characters, without a byte order mark), or None."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-16" if text.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+                              else "utf-8")
+        except UnicodeDecodeError:
+            return None
+    return text.removeprefix("\ufeff")
+
+
+def _depth_limit_error(text: str | bytes, exc: yaml.MarkedYAMLError, after: int = 0) -> DocumentError:
+    """gpugate's own limit, in gpugate's words, where PyYAML's limit came first.
+
+    libyaml's scanner reads up to 1,024 characters ahead of the parser, so a dense run of
+    brackets reaches libyaml's limit before the events of the levels past MAX_DEPTH come
+    out: whatever PyYAML's version, the finding names MAX_DEPTH and the line and column
+    where the document passed it. The text before libyaml stopped nests less deep than
+    its limit, and walking it finds that place (at or after ``after``, the end of the
+    last document read). Only this error path pays for the walk.
+    """
+    mark = exc.problem_mark
+    assert mark is not None
+    fallback = _too_deep(mark.line + 1, mark.column + 1)
+    decoded = _as_str(text)
+    if decoded is None:
+        return fallback
+    prefix = decoded[:mark.index]
+    try:
+        return _walk_depth(prefix, after) or fallback
+    except yaml.YAMLError as earlier:
+        # A syntax error before the deep part is the document's first problem (what PyYAML
+        # reports without a depth limit), unless it is only the end of the cut-off text.
+        where = getattr(earlier, "problem_mark", None)
+        if where is not None and where.index < len(prefix):
+            return _yaml_error(earlier, prefix)
+        return fallback
+
+
 def _nesting_error(text: str | bytes) -> DocumentError | None:
     """A DocumentError if the stream nests deeper than MAX_DEPTH.
 
     The composer only overflows far deeper than a short text can nest (every level
     takes a character), so short texts skip this; :func:`construct` enforces the same
-    bound on them. Longer ones are walked event by event: libyaml's parser is iterative,
-    so this walk is safe where composing is not.
+    bound on them, and :func:`iter_documents` turns PyYAML's own depth limit into
+    gpugate's. Longer ones are walked event by event (:func:`_walk_depth`).
     """
     if len(text) <= _COMPOSER_SAFE_BYTES or _depth_bound(text) <= _COMPOSER_SAFE_BYTES:
         return None
-    depth = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    mark = event.start_mark
-                    where = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-                    return DocumentError(f"document nests deeper than {MAX_DEPTH} levels", *where)
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-    except yaml.YAMLError:
+        return _walk_depth(text)
+    except yaml.YAMLError as exc:
+        if _is_pyyaml_depth_limit(exc):
+            assert isinstance(exc, yaml.MarkedYAMLError)
+            return _depth_limit_error(text, exc)
         return None  # the composer reports syntax errors with better context
-    return None
 
 
 def iter_documents(text: str | bytes, build: bool = True) -> Iterator[Document | DocumentError]:
@@ -406,10 +471,12 @@ def iter_documents(text: str | bytes, build: bool = True) -> Iterator[Document |
         yield too_deep
         return
     index = 0
+    last: Node | None = None
     try:
         for node in yaml.compose_all(text, Loader=_Loader):
             if node is None:
                 continue
+            last = node
             try:
                 yield Document(index, construct(node) if build else None, node)
             except DocumentError as exc:
@@ -418,7 +485,11 @@ def iter_documents(text: str | bytes, build: bool = True) -> Iterator[Document |
                 yield DocumentError("document is nested too deeply", node.start_mark.line + 1, 1)
             index += 1
     except yaml.YAMLError as exc:
-        yield _yaml_error(exc, text)
+        if _is_pyyaml_depth_limit(exc):
+            assert isinstance(exc, yaml.MarkedYAMLError)
+            yield _depth_limit_error(text, exc, last.end_mark.index if last is not None else 0)
+        else:
+            yield _yaml_error(exc, text)
     except RecursionError:
         yield DocumentError("document is nested too deeply")
     except UnicodeDecodeError as exc:

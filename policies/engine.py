@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies.changes import changed_pointers, controller_owner, identity_keys, touches
 from policies.config import Policy
 from policies.findings import Finding, ObjectRef, Problem, Severity
 from policies.patch import PatchOp, apply_patch, clone
@@ -27,6 +28,17 @@ log = logging.getLogger("gpugate.engine")
 IGNORE_ANNOTATION = "gpugate.io/ignore"
 
 
+@dataclass(frozen=True)
+class Change:
+    """An UPDATE: the object as it was stored, the parts the update changes (JSON Pointers,
+    ``metadata`` and ``status`` left out) and the keys its own pods and pod groups are filed
+    under in the topology (counted as free for it)."""
+
+    old: dict[str, Any]
+    changed: tuple[str, ...]
+    own: frozenset[str]
+
+
 @dataclass
 class Context:
     """What a rule may look at besides the workload. Shared by every rule of one evaluation."""
@@ -39,6 +51,8 @@ class Context:
     cache: dict[str, Any] = field(default_factory=dict)
     # Wall-clock deadline (time.monotonic()) for the feasibility checks; None: no budget.
     deadline: float | None = None
+    # Set for an UPDATE: what it changes (rules and feasibility judge only that).
+    change: Change | None = None
     # The policy's facts_token, for keys of shared pod-spec facts: asked once here, not by
     # every rule (see policies.workload.facts_token).
     token: int = field(init=False, repr=False, compare=False)
@@ -58,6 +72,8 @@ class Evaluation:
     mutated: dict[str, Any] | None = None
     skipped: bool = False               # not a Kubernetes object (values file, list, scalar)
     excluded: bool = False              # namespace excluded by the policy
+    owned: bool = False                 # made by a controller from a template already judged
+    unchanged: bool = False             # an UPDATE that changes nothing outside metadata and status
 
     @property
     def modeled(self) -> bool:
@@ -137,13 +153,25 @@ def _internal_error(rule: Rule, exc: Exception, ref: ObjectRef | None) -> Proble
 
 
 def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
-             deadline: float | None = None) -> Evaluation:
-    """Mutate, then validate the mutated object, as the API server would see it."""
+             deadline: float | None = None, previous: Any = None) -> Evaluation:
+    """Mutate, then validate the mutated object, as the API server would see it.
+
+    ``previous``: for an UPDATE, the object as stored; then only what the update changes is
+    mutated and judged (README "Lifecycle")."""
     if not is_kubernetes_object(doc):
         return Evaluation(skipped=True)
     ref = object_ref(doc)
     if ref.namespace in policy.excluded_namespaces:
         return Evaluation(object=ref, excluded=True)
+    if controller_owner(doc) is not None:
+        # its controller made it from a template that was judged with the parent
+        return Evaluation(object=ref, owned=True)
+    change: Change | None = None
+    if previous is not None and is_kubernetes_object(previous):
+        changed = changed_pointers(previous, doc)
+        if not changed:
+            return Evaluation(object=ref, unchanged=True)
+        change = Change(previous, tuple(changed), identity_keys(doc) | identity_keys(previous))
     try:
         workload = build_workload(doc, ref)
     except ShapeError as exc:
@@ -154,26 +182,31 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
 
     ignored = ignored_rules(doc)
     # positional: cheaper than keywords, and this runs on every object
-    ctx = Context(policy, clusters, {}, deadline)
+    ctx = Context(policy, clusters, {}, deadline, change)
     result = Evaluation(ref, workload)
     mutating, checking = _rules_to_run(policy, ignored, topology=clusters is not None)
+    patchable = _patchable(workload, change)
 
     current = doc
     for rule in mutating:
-        changed = False
+        changed_doc = False
         for item in _mutations(rule, workload, ctx, ref):
             if isinstance(item, Problem):  # internal error
                 result.findings.append(_finding(rule, item, ref, policy))
                 continue
             problem, ops = item
+            if patchable is not None:
+                ops = [op for op in ops if _within_any(op["path"], patchable)]
+                if not ops:
+                    continue  # a template the update leaves alone, or one that cannot change
             result.findings.append(_finding(rule, problem, ref, policy))
             if ops:
                 if current is doc:
                     current = clone(doc)
                 apply_patch(current, ops, in_place=True)
                 result.patch.extend(ops)
-                changed = True
-        if changed:  # the next mutating rule, and the checks, see the object as patched so far
+                changed_doc = True
+        if changed_doc:  # the next mutating rule, and the checks, see the object as patched so far
             try:
                 workload = build_workload(current) or workload
             except ShapeError:  # our own patch never breaks the shape; keep the last good model
@@ -188,11 +221,29 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
         # costs less than a generator that yields nothing.
         try:
             for problem in rule.check(workload, ctx):  # type: ignore[misc]  # only rules with a check
+                if change is not None and not rule.needs_topology and not touches(problem.path, change.changed):
+                    continue  # about a part the update does not change
                 result.findings.append(_finding(rule, problem, ref, policy))
         except Exception as exc:  # noqa: BLE001 - a rule bug must not take the front end down
             result.findings.append(_finding(rule, _internal_error(rule, exc, ref), ref, policy))
     for check in policy.custom_checks:
         if check.id in ignored or check.slug in ignored:
             continue
-        result.findings.extend(check.evaluate(workload, ref, policy))
+        for finding in check.evaluate(workload, ref, policy):
+            if change is None or touches(finding.path, change.changed):
+                result.findings.append(finding)
     return result
+
+
+def _patchable(workload: Workload, change: Change | None) -> tuple[str, ...] | None:
+    """For an UPDATE, the pod templates a patch may touch: those whose content the update
+    changes, unless the kind's templates are immutable (None: a CREATE, anything goes)."""
+    if change is None:
+        return None
+    if workload.spec.templates_immutable:
+        return ()
+    return tuple(p.path for p in workload.pod_sets if touches(p.path, change.changed))
+
+
+def _within_any(path: str, outers: tuple[str, ...]) -> bool:
+    return any(path == o or o == "" or path.startswith(o + "/") for o in outers)

@@ -59,6 +59,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -66,6 +67,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from policies.changes import touches
 from policies.config import Policy
 from policies.findings import Problem, Severity
 from policies.groups import group_sizes
@@ -74,7 +76,7 @@ from policies.quantity import format_quantity, scheduler_units
 from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
 from policies.tolerations import any_tolerates
 from policies.topology import HARD_EFFECTS, ClusterSnapshot, SupernodeLayout, Topology
-from policies.workload import PodSet, QueueRef, Workload
+from policies.workload import PodSet, QueueRef, ShapeError, Workload, build_workload
 
 __all__ = ["Verdict", "Demand", "GroupQuestion", "FitQuestion", "Outcome", "OutcomeMemo", "Feasibility",
            "feasibility", "problems", "check_cluster", "fit_question", "demands_for", "CACHE_KEY",
@@ -157,6 +159,12 @@ class FitQuestion:
     supernode_labels: tuple[str, ...]
     autoscaling: bool
     label_keys: tuple[str, ...]         # node label keys the pod sets' eligibility reads
+    # An UPDATE's own usage: the keys its bound pods and pod groups are filed under in the
+    # topology (policies.changes.owner_keys), counted as free for it. Empty for a CREATE.
+    own: frozenset[str] = frozenset()
+    # An UPDATE that keeps its queue: the queue admitted it, its existence and state are
+    # not judged again (a queue closed since must not block a running job's edits).
+    queue_admitted: bool = False
     _key: tuple[Any, ...] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
 
@@ -169,7 +177,8 @@ class FitQuestion:
                self.namespace,
                None if groups is None else (groups.size, groups.atomic, groups.size_path, groups.atomic_path,
                                             groups.gpu_pod_sets),
-               self.gpu_resources, self.supernode_labels, self.autoscaling, self.label_keys)
+               self.gpu_resources, self.supernode_labels, self.autoscaling, self.label_keys,
+               self.own, self.queue_admitted)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -692,6 +701,10 @@ def eligible_mask(topo: Topology, spec: Mapping[str, Any], signature: str | None
     return _eligibility(topo, spec, signature, topo.versions(_signature_label_keys(signature, spec)))
 
 
+# The taint effects that keep a pod bound by nodeName off a node.
+_BOUND_EFFECTS = frozenset({"NoExecute"})
+
+
 def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
                  versions: tuple[int, ...]) -> _Eligibility:
     """:func:`eligible_mask`, given the topology versions it depends on."""
@@ -701,10 +714,15 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
         return cached  # type: ignore[no-any-return]
     n = topo.slots
     live = topo.live[:n]
-    schedulable = live & ~topo.unschedulable[:n]
+    node_name = spec.get("nodeName")
+    bound = isinstance(node_name, str) and bool(node_name)
+    # A pod with nodeName bypasses the scheduler: the kubelet admits it whatever the
+    # cordon and NoSchedule taints say (a NoExecute taint still evicts it).
+    schedulable = live if bound else live & ~topo.unschedulable[:n]
+    effects = _BOUND_EFFECTS if bound else HARD_EFFECTS
     tolerations = spec.get("tolerations")
     untolerated = [col for taint, col in topo.taint_index.items()
-                   if taint.effect in HARD_EFFECTS
+                   if taint.effect in effects
                    and not any_tolerates(tolerations, taint.key, taint.value, taint.effect)]
     if untolerated:
         taint_ok = ~topo.taint_matrix[:n][:, untolerated].any(axis=1)
@@ -719,8 +737,7 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
     node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
     if isinstance(node_affinity, Mapping):
         selected &= _affinity_mask(topo, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    node_name = spec.get("nodeName")
-    if isinstance(node_name, str) and node_name:
+    if bound:
         selected &= topo.name_in([node_name])
     mask = schedulable & taint_ok & selected
     blocking: list[str] = []
@@ -730,7 +747,7 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
         blocking = [f"{inv[c].key}={inv[c].value}:{inv[c].effect}" if inv[c].value
                     else f"{inv[c].key}:{inv[c].effect}"
                     for c, h in zip(untolerated, list(hit), strict=True) if h]
-    result = _Eligibility(mask=mask, cordoned=int((live & topo.unschedulable[:n]).sum()),
+    result = _Eligibility(mask=mask, cordoned=0 if bound else int((live & topo.unschedulable[:n]).sum()),
                           tainted=int((schedulable & ~taint_ok).sum()),
                           unselected=int((schedulable & taint_ok & ~selected).sum()),
                           blocking_taints=blocking, count=int(mask.sum()))
@@ -1533,7 +1550,8 @@ def _groups_never(topo: Topology, plan: _Groups, alloc: np.ndarray, supernodes: 
     else:
         best, total = summary
     if not slots.size or slots[best] == 0:
-        gpus = [int(np.maximum(alloc[rows, topo.res_index[plan.resource]], 0).sum())
+        # what new pods could ever use: cordoned nodes give them nothing
+        gpus = [int(np.maximum(alloc[rows, topo.res_index[plan.resource]], 0)[~topo.unschedulable[rows]].sum())
                 if plan.resource in topo.res_index else 0 for _, rows in supernodes]
         i = max(range(len(gpus)), key=lambda j: gpus[j])
         return (f"no supernode can ever hold one {_unit_label(plan)} of {plan.pods_per_unit} pods x "
@@ -1816,19 +1834,23 @@ def _flexible_need(sets: list[_Set], pods: int) -> dict[str, int]:
     return out
 
 
-def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int],
-                  autoscaling: bool) -> Outcome | None:
+def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int], autoscaling: bool,
+                  own: frozenset[str] = frozenset(), admitted: bool = False) -> Outcome | None:
     """GG306 / GG402 never, or GG404 waits for the queue; None when the queue is fine.
-    ``ref``: the Volcano queue the gang is admitted through (None: not under Volcano)."""
+    ``ref``: the Volcano queue the gang is admitted through (None: not under Volcano).
+    ``own``: an UPDATE's own pod groups, not counted as held; ``admitted``: the queue
+    admitted the object already, its existence and state are not judged again."""
     if not topo.queues or ref is None:
         return None
-    facts = _queue_facts(ref, topo, tuple(need), autoscaling)
+    facts = _queue_facts(ref, topo, tuple(need), autoscaling, admitted)
     if facts is None:
         return None
     if isinstance(facts, str):
         return Outcome("", Verdict.NEVER, "GG306", facts, ref.path)
     name, path = ref.name, ref.path
     limits, held = facts
+    if own:
+        held = topo.queue_held(name, own)
     over = [(r, need[r], limits[r]) for r in need if r in limits and need[r] > limits[r][0]]
     if over:
         text = "; ".join(f"{_fmt1(r, n)} asked, the queue can never hold more than "
@@ -1849,39 +1871,42 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int],
 _QueueFacts = None | str | tuple[Mapping[str, tuple[int, str]], Mapping[str, int]]
 
 
-def _queue_facts(ref: QueueRef, topo: Topology, resources: tuple[str, ...], autoscaling: bool) -> _QueueFacts:
+def _queue_facts(ref: QueueRef, topo: Topology, resources: tuple[str, ...], autoscaling: bool,
+                 admitted: bool = False) -> _QueueFacts:
     """Everything :func:`_queue_checks` reads but the amounts asked: a function of the
     queues, the pod groups, the nodes' allocatable and which resources are asked, so
     every job shape of a template asking through one queue shares it (cached until one
     of those changes)."""
-    key = ("queue-facts", ref.name, ref.explicit, resources, autoscaling)
+    key = ("queue-facts", ref.name, ref.explicit, resources, autoscaling, admitted)
     versions = (topo.queue_version, topo.podgroup_version, topo.nodeset_version, topo.cordon_version,
                 topo.alloc_version, len(topo.res_index))
     cached = topo.cached(key, versions)
     if cached is None:
-        cached = (_queue_facts_now(ref, topo, resources, autoscaling),)   # a tuple: None is an answer
+        cached = (_queue_facts_now(ref, topo, resources, autoscaling, admitted),)  # a tuple: None is an answer
         topo.remember(key, versions, cached)
     return cached[0]  # type: ignore[no-any-return]
 
 
 def _queue_facts_now(ref: QueueRef, topo: Topology, resources: tuple[str, ...],
-                     autoscaling: bool) -> _QueueFacts:
+                     autoscaling: bool, admitted: bool = False) -> _QueueFacts:
     """:func:`_queue_facts`, computed."""
     name = ref.name
     queue = topo.queues.get(name)
     if queue is None:
-        if not ref.explicit:
+        if not ref.explicit or admitted:
             return None  # Volcano creates `default` itself; a snapshot without it proves nothing
         known = ", ".join(sorted(topo.queues)[:8])
         return f"queue `{name}` does not exist (queues: {known})"
-    if name == "root":
-        return "can not submit job to the root queue `root`; name a leaf queue"
-    children = topo.queue_children(name)
-    if children:
-        return (f"can only submit job to a leaf queue, queue `{name}` has child queues "
-                f"{', '.join(children[:5])}")
-    if not queue.open:
-        return f"can only submit job to queue with state `Open`, queue `{name}` status is `{queue.state}`"
+    if not admitted:
+        if name == "root":
+            return "can not submit job to the root queue `root`; name a leaf queue"
+        children = topo.queue_children(name)
+        if children:
+            return (f"can only submit job to a leaf queue, queue `{name}` has child queues "
+                    f"{', '.join(children[:5])}")
+        if not queue.open:
+            return (f"can only submit job to queue with state `Open`, queue `{name}` status is "
+                    f"`{queue.state}`")
     # Volcano capacity: min(capability, (cluster total - all guarantees) + own guarantee),
     # and a child never exceeds its parents' capability.
     total = topo.cluster_total(include_cordoned=True)  # as Volcano counts it: never less
@@ -2082,6 +2107,11 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     n = topo.slots
     alloc = topo.alloc[:n]
     free_now, known_now = _now(topo)
+    own = topo.own_usage(question.own) if question.own else None
+    if own is not None:
+        # an UPDATE: what the object's own pods hold is free for it (never cached)
+        free_now = free_now + own[:n]
+        free_now.setflags(write=False)
     # One pass over the nodes per distinct pod set (eligibility and request): replicas of
     # one template share it, and hundreds of sets must not outrun the budget.
     now_by_key: dict[Any, np.ndarray] = {}
@@ -2093,7 +2123,10 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     for s in sets:
         if s.key not in now_by_key:
             tick()
-            now_by_key[s.key], uniform_now[s.key] = _now_capacity_of(topo, known_now, s, free_now)
+            if own is None:
+                now_by_key[s.key], uniform_now[s.key] = _now_capacity_of(topo, known_now, s, free_now)
+            else:
+                now_by_key[s.key], uniform_now[s.key] = s.capacity(free_now), None
             # Sets of one key (eligibility and request) have one capacity: worked out once.
             empty_by_key[s.key], uniform_empty[s.key] = _empty_capacity_of(topo, s)
             sums[s.key] = (_capacity_sum(now_by_key[s.key], uniform_now[s.key], s.elig.count),
@@ -2107,7 +2140,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         return Outcome("", verdict, rule, message, path, rows=rows)
 
     hard_need = _flexible_need(sets, flexible) if flexible else _gang_total(sets, hard)
-    queue = _queue_checks(question.queue, topo, hard_need, autoscaling)
+    queue = _queue_checks(question.queue, topo, hard_need, autoscaling, question.own, question.queue_admitted)
     if queue is not None and queue.verdict == Verdict.NEVER:
         queue.rows = rows
         return queue
@@ -2221,7 +2254,12 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
     if options.get("mode") == "off" or ctx.clusters is None:
         return None
     question = fit_question(workload, policy)
-    if question is None:
+    change = ctx.change
+    if change is not None and question is not None:
+        # None: the update does not change what the gang asks of the cluster
+        question = _update_question(question, workload, change, policy)
+    members = _member_questions(workload, policy, change)
+    if question is None and not members:
         return None
     clusters: Sequence[ClusterSnapshot] = ctx.clusters
     if not clusters:
@@ -2233,6 +2271,7 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
         deadline = now + float(options.get("budgetMilliseconds", 200)) / 1000
     stale_after = float(options.get("staleAfterSeconds", 30))
     outcomes = []
+    fresh: list[ClusterSnapshot] = []
     for snapshot in clusters:
         if snapshot.stale(now, stale_after):
             age = now - (snapshot.updated_at or now)
@@ -2240,8 +2279,63 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
                     else "topology has not been synced yet")
             outcomes.append(Outcome(snapshot.name, Verdict.UNKNOWN, "GG406", what))
             continue
-        outcomes.append(check_cluster(question, snapshot, policy, deadline))
-    return _combine(workload, outcomes, policy)
+        fresh.append(snapshot)
+        if question is not None:
+            outcomes.append(check_cluster(question, snapshot, policy, deadline))
+    result = _combine(workload, outcomes, policy) if question is not None or outcomes else \
+        Feasibility(Verdict.FITS, [])
+    if fresh and len(fresh) == len(clusters):
+        for pod_set, member in members:
+            _judge_member(result, pod_set, member, fresh, policy, deadline)
+    return result
+
+
+def _member_questions(workload: Workload, policy: Policy, change: Any) -> list[tuple[PodSet, FitQuestion]]:
+    """The pod sets outside the gang (a RayJob's submitter), each a question of its own:
+    one pod that must fit some node. On an UPDATE, only those whose template changed."""
+    out: list[tuple[PodSet, FitQuestion]] = []
+    for pod_set in workload.pod_sets:
+        if pod_set.counted or pod_set.replicas == 0:
+            continue
+        if change is not None and not touches(pod_set.path, change.changed):
+            continue
+        fits = _spec_fits([pod_set])
+        if fits is None:
+            continue
+        question = _question(_rows([pod_set], fits, False, 0), [pod_set], False, 0, None, None,
+                             workload.namespace, None, policy)
+        if question is not None:
+            out.append((pod_set, question))
+    return out
+
+
+def _judge_member(result: Feasibility, pod_set: PodSet, question: FitQuestion,
+                  clusters: Sequence[ClusterSnapshot], policy: Policy, deadline: float) -> None:
+    """GG403 when a pod outside the gang fits no node of any member cluster even when empty
+    (it would stay Pending and hold up its workload); anything else is its scheduler's job."""
+    outcomes = [check_cluster(question, snapshot, policy, deadline) for snapshot in clusters]
+    if outcomes and all(o.verdict == Verdict.NEVER for o in outcomes):
+        first = outcomes[0]
+        result.problems.setdefault(first.rule, []).append(
+            Problem(f"pod set {pod_set.name}: {first.message}", first.path or pod_set.path,
+                    _severity_for(Verdict.NEVER, policy)))
+
+
+def _update_question(question: FitQuestion, workload: Workload, change: Any,
+                     policy: Policy) -> FitQuestion | None:
+    """An UPDATE's question: None when it asks what the stored object asked (replicas,
+    requests, placement, queue and groups unchanged: a running object is never judged
+    again against today's cluster); else the new question with the object's own usage
+    counted as free and, when it keeps its queue, the queue's state not judged again."""
+    try:
+        old = build_workload(change.old)
+    except ShapeError:
+        old = None
+    before = fit_question(old, policy) if old is not None else None
+    if before is not None and before == question:
+        return None
+    same_queue = before is not None and before.queue == question.queue
+    return dataclasses.replace(question, own=change.own, queue_admitted=same_queue)
 
 
 def _combine(workload: Workload, outcomes: list[Outcome], policy: Policy) -> Feasibility:
@@ -2258,8 +2352,11 @@ def _combine(workload: Workload, outcomes: list[Outcome], policy: Policy) -> Fea
     result = Feasibility(Verdict.UNKNOWN, outcomes)
 
     def add(rule: str, message: str, path: str, verdict: Verdict, severity: Severity | None = None) -> None:
+        # names no object (the finding carries it); long queue, node and pod set names bounded
+        from policies.findings import bounded_words
+
         result.problems.setdefault(rule, []).append(
-            Problem(f"{workload}: {message}", path, severity or _severity_for(verdict, policy)))
+            Problem(bounded_words(message), path, severity or _severity_for(verdict, policy)))
 
     fits = [o for o in outcomes if o.verdict == Verdict.FITS]
     if fits:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -49,7 +50,7 @@ class Problem:
 class SpecProblem(NamedTuple):
     """A problem found in the content of a pod spec alone (and the policy), so that pod
     specs of equal content share it (``PodSet.facts``): the message is
-    ``<workload> pod set <name>`` + ``detail``, the path ``PodSet.spec_path`` + ``path``."""
+    ``pod set <name>`` + ``detail``, the path ``PodSet.spec_path`` + ``path``."""
 
     detail: str
     path: str                   # JSON Pointer from the pod spec
@@ -72,8 +73,58 @@ def pod_set_problems(workload: Workload, policy: Policy, key: Any,
         if found:  # rare: messages and paths are built only here
             base = pod_set.spec_path
             for detail, path in found:
-                problems.append(Problem(f"{workload} pod set {pod_set.name}{detail}", base + path))
+                problems.append(Problem(f"pod set {quoted(pod_set.name)}{detail}", base + path))
     return problems
+
+
+# -- messages --------------------------------------------------------------------------------
+#
+# A message names no object (the finding's ``object``, the linter's file and line, the
+# webhook's deny message do) and leads with the failing number and the key fact. A
+# warning reaches kubectl as ``<rule> <slug>: <message>``, at most 256 characters (the
+# API server cuts longer ones) and gpugate never cuts one itself: a value the user
+# chose (a queue, pod set, container or scheduler name, a label or annotation value) is
+# quoted bounded, and a list of them is shortened to its first few.
+
+QUOTED_CHARS = 40
+SHORT_QUOTED_CHARS = 16     # for a message that quotes several names (a scheduler and a pod set, ...)
+LISTED_ITEMS = 3
+
+
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """``value`` for a message: as is when short, else its first ``limit`` characters
+    followed by ``…(N chars)``, so that a 253-character name costs a message 52."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}…({len(text)} chars)"
+
+
+def quoted_repr(value: object, limit: int = QUOTED_CHARS) -> str:
+    """``repr(value)`` bounded as :func:`quoted` bounds a string (quotes kept)."""
+    if isinstance(value, str):
+        return repr(quoted(value, limit))
+    return quoted(repr(value), limit)
+
+
+def listed(items: Iterable[str], limit: int = LISTED_ITEMS, sep: str = ", ") -> str:
+    """The first ``limit`` items joined, then ``(and N more)`` for the rest."""
+    items = list(items)
+    shown = sep.join(items[:limit])
+    return shown if len(items) <= limit else f"{shown} (and {len(items) - limit} more)"
+
+
+# A run of characters that is part of one name: not a space, quote or separator.
+_NAME_CHARACTER = r"[^\s'\"`,;:=()\[\]{}<>]"
+_LONG_WORD = re.compile(f"{_NAME_CHARACTER}{{{QUOTED_CHARS + 13},}}")
+
+
+def bounded_words(text: str, limit: int = QUOTED_CHARS) -> str:
+    """``text`` with each name in it longer than ``limit`` + 12 characters quoted as
+    :func:`quoted` does: for messages composed from names by code that does not bound them
+    (the feasibility check's queue, node and pod set names; usage conflicts)."""
+    if len(text) <= limit + 12:
+        return text
+    pattern = _LONG_WORD if limit == QUOTED_CHARS else re.compile(f"{_NAME_CHARACTER}{{{limit + 13},}}")
+    return pattern.sub(lambda m: quoted(m.group(0), limit), text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.changes import owner_keys
 from policies.config import Policy
 from policies.quantity import QuantityError, parse_quantity, scheduler_units
 from policies.resources import pod_requests
@@ -49,6 +50,7 @@ KINDS_WATCHED: dict[str, str] = {
 _BASE_RESOURCES = ("cpu", "memory", "pods")
 _NO_LABELS = hash(frozenset())
 _MAX_SHAPES = 10_000
+_MAX_OWNERS = 65_536
 DEFAULT_MAX_PODS = 110   # the kubelet's default when a node does not report ``pods``
 
 Units = dict[str, int]
@@ -97,6 +99,7 @@ class PodGroupInfo:
     queue: str
     phase: str
     min_resources: Units
+    owners: tuple[str, ...] = ()    # policies.changes.owner_keys: whose pod group it is
 
     @property
     def holding(self) -> bool:
@@ -121,6 +124,7 @@ class _Pod:
     node: str                   # the node it is bound to
     request: tuple[tuple[int, int], ...]   # (resource column, units), pods: 1 included; shared
     fingerprint: int            # hash of what the request depends on
+    owners: tuple[str, ...]     # policies.changes.owner_keys; shared by the pods of one owner
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -215,6 +219,8 @@ class Topology:
         self._hypernodes_by_label: set[str] = set()  # HyperNodes with a labelMatch member
 
         self._pods: dict[tuple[str, str], _Pod] = {}
+        # owner_keys tuples, one object per owner, shared by its pods (bounded)
+        self._owner_tuples: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._pods_on: dict[str, set[tuple[str, str]]] = {}
         self.queues: dict[str, QueueInfo] = {}
         self.podgroups: dict[tuple[str, str], PodGroupInfo] = {}
@@ -504,7 +510,13 @@ class Topology:
             self._shapes[resources] = request
         node = sys.intern(node)
         key = (sys.intern(key[0]), key[1])
-        self._pods[key] = _Pod(node, request, fingerprint)
+        owners = owner_keys(obj)
+        shared = self._owner_tuples.get(owners)
+        if shared is None:
+            if len(self._owner_tuples) >= _MAX_OWNERS:
+                self._owner_tuples.clear()
+            shared = self._owner_tuples[owners] = owners
+        self._pods[key] = _Pod(node, request, fingerprint, shared)
         self._pods_on.setdefault(node, set()).add(key)
         slot = self.node_index.get(node)
         if slot is not None:
@@ -564,7 +576,8 @@ class Topology:
         phase = status.get("phase")
         group = PodGroupInfo(queue=queue if isinstance(queue, str) and queue else "default",
                              phase=phase if isinstance(phase, str) else "",
-                             min_resources=units_of(spec.get("minResources")))
+                             min_resources=units_of(spec.get("minResources")),
+                             owners=owner_keys(obj))
         self.podgroups[key] = group
         if group.holding:
             self._hold(group, 1)
@@ -576,15 +589,39 @@ class Topology:
         for r, v in group.min_resources.items():
             held[r] = held.get(r, 0) + sign * v
 
-    def queue_held(self, name: str) -> Units:
+    def queue_held(self, name: str, exclude: frozenset[str] = frozenset()) -> Units:
         """What a queue holds now: its running and inqueue pod groups' minResources, or the
-        queue's own ``status.allocated`` where that is larger."""
+        queue's own ``status.allocated`` where that is larger. ``exclude``: owner keys
+        (policies.changes) whose pod groups are left out (an UPDATE's own)."""
         held = dict(self._queue_held.get(name, {}))
+        own: dict[str, int] = {}
+        if exclude:
+            for group in self.podgroups.values():
+                if group.queue == name and group.holding and not exclude.isdisjoint(group.owners):
+                    for r, v in group.min_resources.items():
+                        own[r] = own.get(r, 0) + v
+                        held[r] = held.get(r, 0) - v
         queue = self.queues.get(name)
         if queue is not None:
             for r, v in queue.status_allocated.items():
-                held[r] = max(held.get(r, 0), v)
+                held[r] = max(held.get(r, 0), v - own.get(r, 0))
         return {r: v for r, v in held.items() if v > 0}
+
+    def own_usage(self, owners: frozenset[str]) -> np.ndarray | None:
+        """Per node slot, what the bound pods filed under any of ``owners`` hold (see
+        policies.changes.owner_keys); None when they hold nothing. A scan of every pod:
+        only a spec-changing UPDATE asks."""
+        rows: np.ndarray | None = None
+        for pod in self._pods.values():
+            if pod.owners and not owners.isdisjoint(pod.owners):
+                slot = self.node_index.get(pod.node)
+                if slot is None:
+                    continue
+                if rows is None:
+                    rows = np.zeros((self.slots, self.alloc.shape[1]), dtype=np.int64)
+                for col, v in pod.request:
+                    rows[slot, col] += v
+        return rows
 
     def queue_children(self, name: str) -> list[str]:
         return sorted(q.name for q in self.queues.values() if q.parent == name)

@@ -22,14 +22,14 @@ from typing import Any, NamedTuple
 
 from policies.config import Policy
 from policies.findings import join_pointer, pointer_tokens
-from policies.gpu import gpus_per_pod, is_gpu_workload
+from policies.gpu import gpu_pod_sets, gpus_per_pod, is_gpu_workload
 from policies.patch import PatchOp, clone
 from policies.quantity import is_positive
 from policies.tolerations import NO_SCHEDULE, any_tolerates, exact_tolerations
 from policies.workload import PodSet, Workload, facts_token
 
 __all__ = [
-    "UsageConfig", "usage_config", "workload_usage", "in_scope", "required_expression",
+    "UsageConfig", "usage_config", "workload_usage", "in_scope", "steered_pod_sets", "required_expression",
     "preferred_term", "usage_tolerations", "product_toleration", "pinned_products",
     "spec_pinned_products", "labels_pin_product",
     "Conflict", "usage_conflicts", "usage_patch", "product_patch", "PodSetPatch",
@@ -123,6 +123,21 @@ def in_scope(workload: Workload, policy: Policy) -> bool:
     if cfg.scope == "all" or cfg.workload_key in workload.labels:
         return True
     return is_gpu_workload(workload, policy)
+
+
+def steered_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:
+    """The pod sets the usage affinities and tolerations are for.
+
+    Scope ``gpu``: in a workload that requests GPUs, only the pod sets that request them;
+    CPU-only members (a Ray head, an MPI launcher, a RayJob submitter) are left where the
+    scheduler puts them, so that steering never makes a feasible workload infeasible. A
+    labelled workload without GPUs asked for its usage: all its pod sets. Scope ``all``:
+    every pod set of every workload."""
+    if not in_scope(workload, policy):
+        return []
+    if usage_config(policy).scope == "all" or not is_gpu_workload(workload, policy):
+        return list(workload.pod_sets)
+    return gpu_pod_sets(workload, policy)
 
 
 # -- what it should carry --------------------------------------------------------------------
@@ -567,20 +582,21 @@ def usage_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
 
     Empty when the workload is out of scope or its usage is undetermined (GG103).
     """
-    if not in_scope(workload, policy):
+    steered = steered_pod_sets(workload, policy)
+    if not steered:
         return []
     usage, _ = workload_usage(workload, policy)
     if usage is None:
         return []
     wanted = _wanted_usage(usage_config(policy), usage)
-    for pod_set in workload.pod_sets:  # a loop, not all(<generator>): this runs on every object
+    for pod_set in steered:  # a loop, not all(<generator>): this runs on every object
         if not _carries_usage_remembered(pod_set, _spec_walk(pod_set, workload.doc)[1], wanted):
             break
     else:
         return []  # already mutated (the /validate case): nothing to build
     builder = _Builder(workload)
     out: list[PodSetPatch] = []
-    for pod_set in workload.pod_sets:
+    for pod_set in steered:
         start = len(builder.ops)
         injected = _inject_usage(builder, builder.enter(pod_set), wanted)
         if injected:

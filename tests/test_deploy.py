@@ -139,23 +139,67 @@ def test_schema_validation_would_catch_a_broken_object() -> None:
 
 # -- webhook configurations --------------------------------------------------------------
 
+# `kubectl scale` writes the scale subresource of exactly the kinds whose KindSpec.scale_replicas
+# is set (Deployments, StatefulSets, ReplicaSets; PyTorchJob, PaddleJob and JAXJob Workers).
+SCALED = {(k.group, k.resource) for k in KINDS if k.scale_replicas}
+
+
 @needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_webhook_rules_cover_exactly_the_kind_table(rendered: dict[str, list[Obj]], overlay: str) -> None:
     expected = {(k.group, k.resource) for k in KINDS}
     assert all(k.resource for k in KINDS), "every row of policies/kinds.py needs its plural resource"
+    assert SCALED and SCALED <= expected
     hooks = webhooks(rendered[overlay])
     assert sorted(kind for kind, _ in hooks) == ["MutatingWebhookConfiguration",
                                                  "ValidatingWebhookConfiguration"]
     for kind, hook in hooks:
         covered: set[tuple[str, str]] = set()
+        scales: set[tuple[str, str]] = set()
         for rule in hook["rules"]:
-            assert sorted(rule["operations"]) == ["CREATE", "UPDATE"], (kind, rule)
             assert rule.get("scope") == "Namespaced"
             assert rule["apiVersions"] == ["*"]
-            covered |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+            resources = {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+            subresources = {r.partition("/")[2] for _, r in resources}
+            assert len(subresources) == 1, f"{kind}: objects and subresources mixed in one rule: {rule}"
+            if subresources == {""}:
+                assert sorted(rule["operations"]) == ["CREATE", "UPDATE"], (kind, rule)
+                covered |= resources
+            else:
+                # a scale is only ever an UPDATE (kubectl scale, an autoscaler), never a CREATE
+                assert subresources == {"scale"} and rule["operations"] == ["UPDATE"], (kind, rule)
+                scales |= {(g, r.partition("/")[0]) for g, r in resources}
         assert covered == expected, (f"{kind}: missing {sorted(expected - covered)}, "
                                      f"extra {sorted(covered - expected)}")
+        # Only /validate judges a scale (the mutating webhook has nothing to add to one).
+        wanted = SCALED if kind == "ValidatingWebhookConfiguration" else set()
+        assert scales == wanted, (f"{kind} scale rules: missing {sorted(wanted - scales)}, "
+                                  f"extra {sorted(scales - wanted)}")
+
+
+# The worst case a create waits for gpugate: the mutating webhook (reinvocationPolicy: IfNeeded,
+# so twice) and the validating one, each until its timeout. Documented in the README and at the
+# top of deploy/base/webhooks.yaml.
+WORST_CASE_SECONDS = 4
+
+
+@needs_kubectl
+def test_timeouts_add_up_to_the_documented_worst_case(rendered: dict[str, list[Obj]]) -> None:
+    hooks = dict(webhooks(rendered["base"]))
+    mutate = hooks["MutatingWebhookConfiguration"]
+    validate = hooks["ValidatingWebhookConfiguration"]
+    calls = 2 if mutate.get("reinvocationPolicy") == "IfNeeded" else 1
+    assert calls == 2
+    total = calls * mutate["timeoutSeconds"] + validate["timeoutSeconds"]
+    assert total == WORST_CASE_SECONDS
+    # a scale-up reads its target with a 1 s timeout, inside the validating webhook's time
+    assert validate["timeoutSeconds"] > 1
+    sum_text = (f"{mutate['timeoutSeconds']} + {mutate['timeoutSeconds']} + {validate['timeoutSeconds']}"
+                f" = {total} s")
+    for documented in (ROOT / "README.md", DEPLOY / "base" / "webhooks.yaml"):
+        assert sum_text in " ".join(documented.read_text().split()), f"{documented.name} lacks {sum_text!r}"
+    readme = (ROOT / "README.md").read_text()
+    assert "timeoutSeconds: 3" not in readme and "(3 s)" not in readme
 
 
 @needs_kubectl
@@ -247,14 +291,18 @@ def test_cert_manager_overlay(rendered: dict[str, list[Obj]]) -> None:
 def test_cluster_role_is_read_only_and_exactly_the_topology(rendered: dict[str, list[Obj]]) -> None:
     objs = rendered["base"]
     roles = [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
-    granted: set[tuple[str, str]] = set()
+    granted: set[tuple[str, str, str]] = set()
     for role in roles:
         for rule in role["rules"]:
             assert set(rule["verbs"]) <= ALLOWED_VERBS, rule
             assert "*" not in rule.get("resources", []) and "*" not in rule.get("apiGroups", [])
             assert not rule.get("nonResourceURLs")
-            granted |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
-    assert granted == TOPOLOGY_RESOURCES
+            granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    # list/watch: exactly the topology; get: the topology and the parents of the scale
+    # subresources the validating webhook judges (a scale-up reads the object it scales)
+    for verb in ("list", "watch"):
+        assert {(g, r) for g, r, v in granted if v == verb} == TOPOLOGY_RESOURCES, verb
+    assert {(g, r) for g, r, v in granted if v == "get"} == TOPOLOGY_RESOURCES | SCALED
     binding = one(objs, "ClusterRoleBinding")
     deployment = one(objs, "Deployment")
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
@@ -269,7 +317,8 @@ def test_cluster_role_matches_what_the_live_watch_lists(rendered: dict[str, list
     watch = pytest.importorskip("webhook.watch")
     watched = {(r.group, r.plural) for r in watch.RESOURCES}
     granted = {(g, r) for o in rendered["base"] if o["kind"] == "ClusterRole"
-               for rule in o["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+               for rule in o["rules"] if {"list", "watch"} <= set(rule["verbs"])
+               for g in rule["apiGroups"] for r in rule["resources"]}
     assert granted == watched
 
 
@@ -577,3 +626,59 @@ def test_e2e_mutate_injects_usage_and_is_idempotent(served: tuple[int, Path]) ->
     # The API server may reinvoke the webhook (reinvocationPolicy: IfNeeded): no second patch.
     status, raw = https(port, "/mutate", context, review(patched)[1])
     assert status == 200 and not json.loads(raw)["response"].get("patch")
+
+
+# -- README "Install on a cluster", step 3: the install check ---------------------------------
+
+USAGE_KEY, PRODUCT_KEY, PRODUCT = "maip.mxsf.io/node.usage", "nvidia.com/gpu.product", "NVIDIA-H20"
+
+
+def convention_node(name: str, pool: str | None, gpus: int = 0) -> Obj:
+    """A node laid out per the README's "Node usage pools": a GPU node carries the label and the
+    NoSchedule taint of its pool and of its GPU product; a CPU node is in no pool."""
+    labels: dict[str, str] = {"kubernetes.io/hostname": name}
+    taints: list[Obj] = []
+    allocatable = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    if pool is not None:
+        labels |= {USAGE_KEY: pool, PRODUCT_KEY: PRODUCT}
+        taints = [{"key": USAGE_KEY, "value": pool, "effect": "NoSchedule"},
+                  {"key": PRODUCT_KEY, "value": PRODUCT, "effect": "NoSchedule"}]
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": taints}, "status": {"allocatable": allocatable, "capacity": allocatable}}
+
+
+def test_install_check_example_is_admitted_under_the_taint_convention() -> None:
+    """`kubectl create --dry-run=server -f examples/workloads/valid-pytorchjob-gang.yaml`: the
+    mutating webhook's patch, then the validating webhook's verdict on the patched object, with
+    the default policy (deploy/base/policy.yaml) on a cluster laid out as the README says."""
+    import jsonpatch
+
+    from policies.engine import evaluate
+    from policies.findings import Severity
+    from policies.topology import ClusterSnapshot, Topology
+
+    text = (ROOT / "README.md").read_text()
+    step = text[text.index("**3. Check.**"):]
+    assert "kubectl create --dry-run=server -f examples/workloads/valid-pytorchjob-gang.yaml" in step
+    policy = policy_from_data(yaml.safe_load((DEPLOY / "base" / "policy.yaml").read_text()), "policy.yaml")
+    nodes = [convention_node("gpu-0", "training", 8), convention_node("gpu-1", "training", 8),
+             convention_node("gpu-2", "inference", 8), convention_node("cpu-0", None)]
+    clusters = [ClusterSnapshot("convention", Topology.from_objects(nodes, policy))]
+    job = yaml.safe_load((ROOT / "examples" / "workloads" / "valid-pytorchjob-gang.yaml").read_text())
+    mutated = evaluate(job, policy, clusters)
+    assert mutated.patch, "the mutating webhook adds the pool affinity and the tolerations"
+    stored = jsonpatch.apply_patch(job, mutated.patch)
+    verdict = evaluate(stored, policy, clusters)
+    errors = [f"{f.rule}: {f.message}" for f in verdict.findings if f.severity == Severity.ERROR]
+    assert not errors, errors
+    assert not verdict.findings, [f"{f.rule}: {f.message}" for f in verdict.findings]  # not even a warning
+    for role in ("Master", "Worker"):
+        tolerated = {(t["key"], t.get("value")) for t in
+                     stored["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]["tolerations"]}
+        assert {(USAGE_KEY, "training"), (PRODUCT_KEY, PRODUCT)} <= tolerated
+    # and without the product pin it would be refused (GG403): why the example carries the label
+    del job["metadata"]["labels"][PRODUCT_KEY]
+    bare = evaluate(job, policy, clusters)
+    unpinned = evaluate(jsonpatch.apply_patch(job, bare.patch or []), policy, clusters)
+    assert "GG403" in {f.rule for f in unpinned.findings if f.severity == Severity.ERROR}

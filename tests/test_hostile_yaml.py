@@ -4,6 +4,7 @@ bounded in time and memory, and the run goes on with the next file."""
 from __future__ import annotations
 
 import resource
+from collections.abc import Iterator
 
 import pytest
 
@@ -62,8 +63,12 @@ def test_hostile_document_is_a_finding_and_the_run_goes_on(name: str) -> None:
 def test_limits_are_named_in_the_messages() -> None:
     (bomb,) = list(iter_documents(_bomb()))
     assert isinstance(bomb, DocumentError) and f"{MAX_EXPANDED_NODES:,}" in bomb.message
+    # gpugate's own limit, where the 129th level opens, not PyYAML's (libyaml stops at 1,000
+    # levels since PyYAML 6.0.3, and its scanner reads ahead of the events gpugate counts).
     (deep,) = list(iter_documents("[" * 100_000))
-    assert isinstance(deep, DocumentError) and str(MAX_DEPTH) in deep.message
+    assert isinstance(deep, DocumentError)
+    assert deep.message == f"document nests deeper than {MAX_DEPTH} levels"
+    assert (deep.line, deep.column) == (1, MAX_DEPTH + 1)
     (dupe,) = list(iter_documents("a: 1\nb: 2\na: 3\n"))
     assert isinstance(dupe, DocumentError) and (dupe.line, dupe.column) == (3, 1)
 
@@ -76,6 +81,61 @@ def test_depth_bound_holds_for_short_texts_too() -> None:
     ok = "[" * (MAX_DEPTH - 5) + "]" * (MAX_DEPTH - 5)
     (fine,) = list(iter_documents(ok))
     assert isinstance(fine, Document)
+
+
+def _block(levels: int) -> str:
+    return "".join("  " * i + "k:\n" for i in range(levels)) + "  " * levels + "v\n"
+
+
+# Valid YAML nesting past gpugate's limit, each with where the first level past it opens: short
+# texts (composed, then measured while building) and long ones (walked event by event first).
+DEEP: dict[str, tuple[str | bytes, tuple[int, int]]] = {
+    "long flow": ("[" * 100_000 + "]" * 100_000, (1, MAX_DEPTH + 1)),
+    "short flow": ("[" * 1500 + "]" * 1500, (1, MAX_DEPTH + 1)),
+    "short flow mappings": ("{a: " * 1500 + "b" + "}" * 1500, (1, 4 * MAX_DEPTH + 1)),
+    "between PyYAML's limit and ours": ("[" * 500 + "]" * 500, (1, MAX_DEPTH + 1)),
+    "block": (_block(3000), (MAX_DEPTH + 1, 2 * MAX_DEPTH + 1)),
+    "second document": ("a: 1\n---\nb: " + "[" * 1500 + "]" * 1500 + "\n", (3, MAX_DEPTH + 3)),
+    "bytes after a byte order mark": (b"\xef\xbb\xbf" + "é: ".encode() + b"[" * 1500 + b"]" * 1500,
+                                      (1, MAX_DEPTH + 3)),
+}
+
+
+@pytest.fixture(params=["PyYAML as installed", "PyYAML without its own depth limit"])
+def pyyaml_limit(request: pytest.FixtureRequest) -> Iterator[None]:
+    """PyYAML 6.0.3+ (libyaml's MAX_NESTING_LEVEL) stops at 1,000 levels on its own; older
+    versions do not. gpugate's finding must be the same either way."""
+    if request.param == "PyYAML as installed":
+        yield
+        return
+    cyaml = pytest.importorskip("yaml._yaml")
+    if not hasattr(cyaml, "_set_max_nest_level"):
+        pytest.skip("this PyYAML has no depth limit of its own: the first case covers it")
+    before = cyaml._get_max_nest_level()
+    cyaml._set_max_nest_level(1_000_000)
+    try:
+        yield
+    finally:
+        cyaml._set_max_nest_level(before)
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+def test_depth_limit_is_gpugates_whatever_pyyaml_does(name: str, pyyaml_limit: None) -> None:
+    text, where = DEEP[name]
+    results = list(iter_documents(text))
+    deep = results[-1]
+    assert isinstance(deep, DocumentError), results
+    assert deep.message == f"document nests deeper than {MAX_DEPTH} levels"
+    assert (deep.line, deep.column) == where
+    assert all(isinstance(r, Document) for r in results[:-1])
+
+
+def test_syntax_error_before_the_deep_part_is_reported_as_such() -> None:
+    """libyaml's scanner may reach its depth limit ahead of an earlier syntax error: the
+    syntax error is the document's first problem, and is what gets reported."""
+    (result,) = list(iter_documents("a: b: c\nd: " + "[" * 1500))
+    assert isinstance(result, DocumentError)
+    assert "mapping values are not allowed" in result.message and (result.line, result.column) == (1, 5)
 
 
 def test_huge_file_is_refused_by_size_before_parsing() -> None:

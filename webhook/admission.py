@@ -19,8 +19,9 @@ from typing import Any
 
 from policies.config import Policy
 from policies.engine import Evaluation, evaluate
-from policies.findings import Finding, Severity
+from policies.findings import Finding, Severity, pointer_tokens
 from policies.kinds import KINDS
+from policies.patch import clone
 from webhook import jsonio
 
 API_VERSION = "admission.k8s.io/v1"
@@ -33,10 +34,14 @@ ENDPOINTS = (MUTATE, VALIDATE)
 # The API server caps an object at ~1.5 MiB in etcd; a review carries object and
 # oldObject, so 4 MiB leaves room and still bounds what one request can make us parse.
 MAX_BODY_BYTES = 4 * 1024 * 1024
-# kubectl prints each warning on one line; the API server truncates long ones itself,
-# we keep them short and informative instead.
-MAX_WARNING_CHARS = 119
-MAX_WARNINGS = 20
+# The API server's limits on warnings (k8s.io/apiserver, endpoints/filters/warning.go):
+# once the warnings of a request pass 4096 characters in all, it cuts each to 256 and drops
+# the rest. gpugate never gets there: each warning is at most 256 characters, and when the
+# next would take the total past 4096 it stops and says how many it left out. The rule ID
+# and the failing number come within the first WARNING_HEAD_CHARS (what kubectl users read).
+MAX_WARNING_CHARS = 256
+MAX_WARNINGS_TOTAL_CHARS = 4096
+WARNING_HEAD_CHARS = 120
 MAX_DENY_MESSAGE_CHARS = 2000
 
 # Real Kubernetes objects nest ~20 levels (a RayJob's affinity values); the rules and
@@ -66,7 +71,7 @@ class Outcome:
     """What one review produced: the response JSON plus labels for metrics and logs."""
 
     review: dict[str, Any]
-    verdict: str                    # allowed | denied | patched | skipped | excluded
+    verdict: str                    # allowed | denied | patched | skipped | excluded | owned | unchanged
     kind: str = ""
     findings: list[Finding] = field(default_factory=list)
     evaluation: Evaluation | None = None
@@ -145,7 +150,9 @@ def envelope(uid: str, allowed: bool = True, **extra: Any) -> dict[str, Any]:
 
 
 def truncate(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters at a word boundary when one is near, with an ellipsis."""
+    """``text`` cut to ``limit`` characters at a word boundary when one is near, with an
+    ellipsis: only for what gpugate does not judge (the object's own name in a denial, a
+    single finding longer than a whole denial); never for a warning."""
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
@@ -156,16 +163,53 @@ def truncate(text: str, limit: int) -> str:
 
 
 def warning_text(finding: Finding) -> str:
-    """One kubectl warning line: the rule id always survives truncation; the slug goes first."""
-    full = f"{finding.rule} {finding.slug}: {finding.message}"
-    if len(full) <= MAX_WARNING_CHARS:
-        return full
-    return truncate(f"{finding.rule}: {finding.message}", MAX_WARNING_CHARS)
+    """One kubectl warning: ``<rule> <slug>: <message>``, whole (rule messages are written to
+    fit, see :func:`warning_lines`)."""
+    return f"{finding.rule} {finding.slug}: {finding.message}"
+
+
+def _fitted_warning(finding: Finding) -> str:
+    """:func:`warning_text` when it fits in MAX_WARNING_CHARS (always, for gpugate's own
+    rules: tests/test_messages.py). Else, a bug: without the slug, or a notice that names
+    the rule and says where to read the message, never a message cut short."""
+    text = warning_text(finding)
+    if len(text) <= MAX_WARNING_CHARS:
+        return text
+    text = f"{finding.rule}: {finding.message}"
+    if len(text) <= MAX_WARNING_CHARS:
+        return text
+    return (f"{finding.rule} {finding.slug}: message too long ({len(finding.message)} characters); "
+            "run gpugate lint")
+
+
+def _left_out(count: int) -> str:
+    return f"gpugate: {count} more warning{'s' if count != 1 else ''} not shown; run gpugate lint for all"
+
+
+def warning_lines(findings: Sequence[Finding]) -> list[str]:
+    """The ``response.warnings`` for these findings (only warning-severity ones), in order:
+    each at most MAX_WARNING_CHARS, at most MAX_WARNINGS_TOTAL_CHARS in all. When the next
+    would not fit, the rest are left out and a last line says how many."""
+    # identical texts once: the API server would drop the repeats anyway
+    texts = list(dict.fromkeys(_fitted_warning(f) for f in findings if f.severity == Severity.WARNING))
+    if sum(len(t) for t in texts) <= MAX_WARNINGS_TOTAL_CHARS:
+        return texts
+    room = MAX_WARNINGS_TOTAL_CHARS - len(_left_out(len(texts)))  # the notice's longest count
+    kept: list[str] = []
+    for text in texts:
+        if len(text) > room:
+            break
+        kept.append(text)
+        room -= len(text)
+    return [*kept, _left_out(len(texts) - len(kept))]
 
 
 def deny_message(findings: Sequence[Finding], subject: str) -> str:
-    """All error findings in one message, bounded; says how many were left out."""
-    # the subject is the client's own name/namespace, unvalidated before admission: bound it
+    """All error findings in one message that names the object once, bounded to
+    MAX_DENY_MESSAGE_CHARS: whole findings, as many as fit, then ``(and N more)``; only a
+    first finding longer than the whole bound is shown cut."""
+    # the subject is the client's own kind, namespace and name, unvalidated before admission:
+    # bound it (a valid one is far shorter)
     head = f"gpugate denied {truncate(subject, MAX_DENY_MESSAGE_CHARS // 4)}: "
     parts = [f"{f.rule} {f.slug}: {f.message}" for f in findings]
     message = head + "; ".join(parts)
@@ -173,10 +217,12 @@ def deny_message(findings: Sequence[Finding], subject: str) -> str:
         return message
     room = MAX_DENY_MESSAGE_CHARS - len(head) - len(f" (and {len(parts)} more)")
     kept: list[str] = []
+    used = 0
     for part in parts:
-        if sum(len(k) + 2 for k in kept) + len(part) > room:
+        if used + len(part) > room:
             break
         kept.append(part)
+        used += len(part) + 2  # "; "
     if not kept:  # the first finding always shows, shortened
         kept = [truncate(parts[0], room)]
     left = len(parts) - len(kept)
@@ -213,15 +259,89 @@ def _kind_label(request: dict[str, Any]) -> str:
     return name if name in _TABLE_KINDS or not name else "other"
 
 
+@dataclass(frozen=True)
+class ScaleTarget:
+    """The object a ``scale`` subresource request scales up: read it from the API server,
+    then judge the scale-up with :func:`admit` (``parent=``)."""
+
+    group: str
+    version: str
+    resource: str
+    namespace: str
+    name: str
+    replicas: int
+
+
+_BY_RESOURCE = {(spec.group, spec.resource): spec for spec in KINDS}
+
+
+def _replicas(scale: Any) -> int | None:
+    spec = scale.get("spec") if isinstance(scale, dict) else None
+    value = spec.get("replicas", 0) if isinstance(spec, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def scale_target(request: dict[str, Any], endpoint: str) -> ScaleTarget | None:
+    """For a ``/validate`` review of a scale-up through the ``scale`` subresource of a kind
+    whose scale gpugate models, the object to read; None for anything else (scaling down,
+    other subresources, ``/mutate``)."""
+    if endpoint != VALIDATE or request.get("subResource") != "scale" or request.get("operation") != "UPDATE":
+        return None
+    resource = request.get("resource")
+    if not isinstance(resource, dict):
+        return None
+    spec = _BY_RESOURCE.get((resource.get("group", ""), resource.get("resource", "")))
+    new, old = _replicas(request.get("object")), _replicas(request.get("oldObject"))
+    namespace, name = request.get("namespace"), request.get("name")
+    if (spec is None or not spec.scale_replicas or new is None or (old is not None and new <= old)
+            or not isinstance(namespace, str) or not isinstance(name, str) or not name):
+        return None
+    return ScaleTarget(spec.group, str(resource.get("version", "")), spec.resource, namespace, name, new)
+
+
+def _scaled(parent: dict[str, Any], target: ScaleTarget) -> dict[str, Any] | None:
+    """``parent`` with the replica count the scale request writes, or None when the path
+    is not there to write to (a shape the model reports as GG002 anyway)."""
+    spec = _BY_RESOURCE[(target.group, target.resource)]
+    scaled = clone(parent)
+    node: Any = scaled
+    tokens = pointer_tokens(spec.scale_replicas)
+    for token in tokens[:-1]:
+        node = node.get(token) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None
+    node[tokens[-1]] = target.replicas
+    return scaled
+
+
 def admit(request: dict[str, Any], endpoint: str, policy: Policy, clusters: Sequence[Any] | None = None,
-          *, now: float | None = None) -> Outcome:
-    """Judge one parsed review request (see :func:`parse_review`) for ``endpoint``."""
+          *, now: float | None = None, parent: dict[str, Any] | None = None,
+          parent_error: str = "") -> Outcome:
+    """Judge one parsed review request (see :func:`parse_review`) for ``endpoint``.
+
+    A scale-up (:func:`scale_target`) is judged as the equivalent UPDATE of ``parent``, the
+    object read from the API server; without it (``parent_error`` says why) it is allowed
+    with a warning that it was not checked."""
     uid: str = request["uid"]
     kind = _kind_label(request)
     obj = request.get("object")
     meta = obj.get("metadata") if isinstance(obj, dict) else None
+    target = scale_target(request, endpoint)
+    if target is not None:
+        if parent is None:
+            # bounded by construction (a name has at most 253 characters): within 256
+            name = target.name if len(target.name) <= 60 else target.name[:57] + "..."
+            why = (parent_error or "the object could not be read")[:100]
+            text = f"gpugate: scale-up to {target.replicas} not checked ({why}): {target.resource}/{name}"
+            return Outcome(envelope(uid, warnings=[text]), "allowed", kind)
+        scaled = _scaled(parent, target)
+        if scaled is None:
+            return Outcome(envelope(uid), "allowed", kind)
+        request = {**request, "subResource": "", "object": scaled, "oldObject": parent}
+        obj, meta = scaled, scaled.get("metadata")
+        kind = _kind_label(request)
     if (request.get("operation") not in JUDGED_OPERATIONS or not isinstance(obj, dict)
-            # status and scale updates come from controllers; judging them could wedge a job
+            # status updates come from controllers, scale-downs are always fine
             or request.get("subResource")
             # an object being deleted must be able to drop its finalizers
             or (isinstance(meta, dict) and meta.get("deletionTimestamp"))):
@@ -229,12 +349,18 @@ def admit(request: dict[str, Any], endpoint: str, policy: Policy, clusters: Sequ
 
     budget_ms = policy.feasibility.get("budgetMilliseconds", 200)
     deadline = (time.monotonic() if now is None else now) + float(budget_ms) / 1000.0
+    old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+    previous = _with_request_namespace(old, request) if isinstance(old, dict) else None
     # /mutate only patches, and mutations never read the topology: skipping the feasibility
     # rules there halves what one object costs (the API server calls both endpoints).
     evaluation = evaluate(_with_request_namespace(obj, request), policy,
-                          None if endpoint == MUTATE else clusters, deadline=deadline)
+                          None if endpoint == MUTATE else clusters, deadline=deadline, previous=previous)
     if evaluation.excluded:
         return Outcome(envelope(uid), "excluded", kind, evaluation=evaluation)
+    if evaluation.owned:
+        return Outcome(envelope(uid), "owned", kind, evaluation=evaluation)
+    if evaluation.unchanged:
+        return Outcome(envelope(uid), "unchanged", kind, evaluation=evaluation)
     if evaluation.skipped or (not evaluation.findings and not evaluation.patch):
         return Outcome(envelope(uid), "allowed", kind, evaluation=evaluation)
 
@@ -248,7 +374,7 @@ def admit(request: dict[str, Any], endpoint: str, policy: Policy, clusters: Sequ
     # /validate: what the mutating webhook fixes is its business, not a reason to deny.
     findings = [f for f in evaluation.findings if not f.fixable]
     errors = [f for f in findings if f.severity >= Severity.ERROR]
-    warnings = [warning_text(f) for f in findings if f.severity == Severity.WARNING][:MAX_WARNINGS]
+    warnings = warning_lines(findings)
     extra: dict[str, Any] = {"warnings": warnings} if warnings else {}
     if errors:
         status = {"code": 403, "reason": "Forbidden",

@@ -112,7 +112,10 @@ def build_snapshot_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpugate snapshot",
         description="Export the cluster topology (nodes, pods, Volcano queues, pod groups, hypernodes, "
-                    "elastic quota trees) as a List for 'gpugate lint --cluster FILE'.")
+                    "elastic quota trees) as a List for 'gpugate lint --cluster FILE' and "
+                    "'gpugate serve --cluster FILE'. Nodes and pods are required; the other kinds are "
+                    "CRDs that a cluster may not have: those it does not serve are left out and named "
+                    "on stderr.")
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig (default: the in-cluster service account)")
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
@@ -128,7 +131,7 @@ def snapshot_main(argv: Sequence[str]) -> int:
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
-    from webhook.watch import WatchOptions, api_client_for, snapshot_objects
+    from webhook.watch import ExportFailed, WatchOptions, api_client_for, export_topology
 
     logging.basicConfig(level=logging.WARNING, format="gpugate: %(message)s")
     try:
@@ -136,11 +139,16 @@ def snapshot_main(argv: Sequence[str]) -> int:
     except (ConfigException, OSError) as exc:
         return _fail(f"cannot configure the Kubernetes client: {exc}")
     try:
-        objects = snapshot_objects(api_client, options=WatchOptions(min_backoff=0))
+        export = export_topology(api_client, options=WatchOptions(min_backoff=0))
+    except ExportFailed as exc:
+        return _fail(str(exc))
     except ApiException as exc:
         return _fail(f"API server answered {exc.status} {(exc.reason or '').strip()}")
     except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         return _fail(f"cannot reach the API server: {exc}")
+    objects = export.objects
+    for kind, why in export.absent.items():
+        print(f"gpugate: no {kind} in the snapshot: {why}", file=sys.stderr)
     document = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": objects}
     if args.output.endswith(".json"):
         text = json.dumps(document, indent=1)
@@ -154,9 +162,7 @@ def snapshot_main(argv: Sequence[str]) -> int:
                 fh.write(text)
     except OSError as exc:
         return _fail(f"cannot write {args.output}: {exc.strerror or exc}")
-    counts: dict[str, int] = {}
-    for obj in objects:
-        counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
-    summary = ", ".join(f"{n} {k}" for k, n in counts.items()) or "no objects"
+    # every kind that was listed, 0 included: served but empty is not the same as absent
+    summary = ", ".join(f"{n} {k}" for k, n in export.counts.items()) or "no objects"
     print(f"gpugate: wrote {summary} to {args.output}", file=sys.stderr)
     return 0

@@ -26,7 +26,15 @@ from aiohttp import web
 from policies.config import Policy, PolicyError, load_policy
 from policies.findings import Severity
 from webhook import jsonio
-from webhook.admission import MAX_BODY_BYTES, ReviewError, admit, envelope, parse_review
+from webhook.admission import (
+    MAX_BODY_BYTES,
+    ReviewError,
+    ScaleTarget,
+    admit,
+    envelope,
+    parse_review,
+    scale_target,
+)
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.tls import ReloadingContext
 
@@ -335,8 +343,14 @@ class Webhook:
             self.metrics.malformed.labels(endpoint, str(exc.status)).inc()
             log.warning("malformed review on /%s from %s: %s", endpoint, request.remote, exc.reason)
             return web.json_response({"error": exc.reason, "code": exc.status}, status=exc.status)
+        parent: dict[str, Any] | None = None
+        parent_error = ""
+        target = scale_target(review_request, endpoint)
+        if target is not None:
+            parent, parent_error = await self._read_parent(target)
         try:
-            outcome = admit(review_request, endpoint, self.policy.policy, self.topology.clusters())
+            outcome = admit(review_request, endpoint, self.policy.policy, self.topology.clusters(),
+                            parent=parent, parent_error=parent_error)
         except Exception as exc:  # noqa: BLE001 - fail open with a warning, never a 500
             log.exception("internal error on /%s for uid %r", endpoint, review_request.get("uid"))
             self.metrics.internal_errors.labels(endpoint).inc()
@@ -353,6 +367,21 @@ class Webhook:
                      repr("; ".join(f"{f.rule} {f.message}" for f in outcome.findings
                                     if f.severity >= Severity.WARNING)[:500])[1:-1])
         return web.Response(body=jsonio.dumps(outcome.review), content_type="application/json")
+
+    async def _read_parent(self, target: ScaleTarget) -> tuple[dict[str, Any] | None, str]:
+        """The object a scale-up scales, read from the API server (live topology only)."""
+        read = getattr(self.topology, "read_object", None)
+        if read is None:
+            return None, "no API server access with a static topology"
+        try:
+            found = await read(target.group, target.version, target.resource, target.namespace, target.name)
+        except Exception as exc:  # noqa: BLE001 - the read decides nothing but "not checked"
+            log.warning("reading %s %s/%s for a scale-up failed: %s", target.resource, target.namespace,
+                        target.name, type(exc).__name__)
+            return None, f"reading it failed: {type(exc).__name__}"
+        if not isinstance(found, dict):
+            return None, "the API server returned no object"
+        return found, ""
 
     async def mutate(self, request: web.Request) -> web.Response:
         return await self.review(request, "mutate")

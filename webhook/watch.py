@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpugate.watch")
 
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+# A scale-up waits for its target object: well within the validating webhook's timeout.
+READ_TIMEOUT_SECONDS = 1.0
 
 Sink = Callable[..., None]   # sink(function, *args): run function(*args) where the topology lives
 
@@ -514,6 +516,17 @@ class LiveTopology:
         self.refresh_updated_at()  # exact at review time (a few attribute reads), not a beat late
         return [self.snapshot]
 
+    async def read_object(self, group: str, version: str, resource: str, namespace: str,
+                          name: str) -> Any:
+        """One namespaced object from the API server (a scale-up's target), read in a worker
+        thread with a short timeout: the review waits for it."""
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        path = f"{base}/namespaces/{namespace}/{resource}/{name}"
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(
+            self.api_client.call_api, path, "GET", response_type="object", auth_settings=["BearerToken"],
+            _return_http_data_only=True, _request_timeout=READ_TIMEOUT_SECONDS))
+
     def ready(self) -> bool:
         return bool(self.watchers) and all(w.state.synced for w in self.watchers)
 
@@ -575,21 +588,61 @@ class LiveTopology:
             watcher.stop(timeout=2.0)
 
 
-def snapshot_objects(api_client: k8s.ApiClient, resources: Iterable[Resource] = RESOURCES,
-                     options: WatchOptions | None = None) -> list[dict[str, Any]]:
-    """Every object of the topology kinds, listed once (same code as the watch's lists)."""
-    objects: list[dict[str, Any]] = []
+@dataclass
+class TopologyExport:
+    """What ``gpugate snapshot`` writes: the objects, and which kinds could not be read.
+
+    ``counts`` has every kind that was listed (0 when the kind is served but has no object);
+    ``absent`` every optional kind that was not, with the reason (CRD not installed: 404, or
+    not readable with these credentials: 403).
+    """
+
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    absent: dict[str, str] = field(default_factory=dict)
+
+
+class ExportFailed(Exception):
+    """A required kind (Nodes, Pods) could not be listed: no snapshot."""
+
+    def __init__(self, resource: Resource, error: ApiException) -> None:
+        super().__init__(f"cannot list {resource.plural}: the API server answered {error.status} "
+                         f"{(error.reason or '').strip()}".rstrip())
+        self.resource = resource
+        self.error = error
+
+
+def export_topology(api_client: k8s.ApiClient, resources: Iterable[Resource] = RESOURCES,
+                    options: WatchOptions | None = None) -> TopologyExport:
+    """Every object of the topology kinds, listed once (same code as the watch's lists).
+
+    The optional kinds (Volcano Queues and PodGroups, HyperNodes, ElasticQuotaTrees) are
+    CRDs that a cluster may not have: a 404 (not installed) or 403 (not granted) for one of
+    them leaves it out and says so in ``absent``; for Nodes and Pods it is
+    :class:`ExportFailed`. Connection problems raise what urllib3 raises.
+    """
+    export = TopologyExport()
     for resource in resources:
         try:
             items, _ = list_objects(api_client, resource, options)
         except ApiException as exc:
-            if exc.status == 404 and resource.optional:
-                log.info("%s (%s) not served (CRD not installed?); skipped", resource.plural,
-                         resource.api_version)
-                continue
-            raise
-        objects.extend(items)
-    return objects
+            if not resource.optional or exc.status not in (403, 404):
+                raise ExportFailed(resource, exc) from exc
+            export.absent[resource.kind] = (
+                f"{resource.plural}.{resource.group}/{resource.version} is not served (CRD not installed)"
+                if exc.status == 404 else
+                f"listing {resource.plural}.{resource.group} is forbidden (403) for these credentials")
+            log.info("%s: %s; skipped", resource.kind, export.absent[resource.kind])
+            continue
+        export.objects.extend(items)
+        export.counts[resource.kind] = len(items)
+    return export
+
+
+def snapshot_objects(api_client: k8s.ApiClient, resources: Iterable[Resource] = RESOURCES,
+                     options: WatchOptions | None = None) -> list[dict[str, Any]]:
+    """Every object of the topology kinds (see :func:`export_topology`)."""
+    return export_topology(api_client, resources, options).objects
 
 
 def api_client_for(kubeconfig: str | None = None, context: str | None = None) -> tuple[k8s.ApiClient, str]:

@@ -60,7 +60,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import Problem, Severity, bounded_words, quoted
 from policies.patch import PatchOp
 from policies.usage import usage_patch, workload_usage
 from policies.workload import Workload
@@ -75,7 +75,7 @@ def mutate(workload: Workload, ctx: Context) -> list[tuple[Problem, list[PatchOp
     if not patches:
         return []  # nothing to add (every /validate review): no message to build
     usage, source = workload_usage(workload, ctx.policy)
-    return [(Problem(f"{workload} pod set {patch.pod_set.name}: usage {usage} ({source}) needs "
-                     f"{'; '.join(patch.injected)} in {patch.pod_set.spec_path or '/'}",
+    return [(Problem(f"pod set {quoted(patch.pod_set.name)}: usage {usage} ({bounded_words(source)}) needs "
+                     f"{'; '.join(patch.injected)} in {bounded_words(patch.pod_set.spec_path or '/')}",
                      patch.pod_set.spec_path, fixable=True), patch.ops)
             for patch in patches]

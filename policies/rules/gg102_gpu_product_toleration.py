@@ -36,7 +36,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import Problem, Severity, bounded_words, quoted
 from policies.patch import PatchOp
 from policies.usage import product_patch
 from policies.workload import Workload
@@ -47,7 +47,8 @@ SEVERITY = Severity.WARNING
 
 
 def mutate(workload: Workload, ctx: Context) -> list[tuple[Problem, list[PatchOp]]]:
-    return [(Problem(f"{workload} pod set {patch.pod_set.name} is pinned to a GPU product and needs "
-                     f"{'; '.join(patch.injected)} in {patch.pod_set.spec_path or '/'}",
+    return [(Problem(f"pod set {quoted(patch.pod_set.name)} is pinned to a GPU product and needs "
+                     f"{bounded_words('; '.join(patch.injected))} in "
+                     f"{bounded_words(patch.pod_set.spec_path or '/')}",
                      patch.pod_set.spec_path, fixable=True), patch.ops)
             for patch in product_patch(workload, ctx.policy)]

@@ -34,7 +34,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity, join_pointer
+from policies.findings import Problem, Severity, bounded_words, join_pointer
 from policies.usage import in_scope, usage_config, workload_usage
 from policies.workload import Workload
 
@@ -53,5 +53,5 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     pools = "|".join(sorted(cfg.pools))
     path = (join_pointer("/metadata/labels", cfg.workload_key) if cfg.workload_key in workload.labels
             else "/metadata")
-    return [Problem(f"{workload}: usage cannot be determined ({reason}); set label "
+    return [Problem(f"usage cannot be determined ({bounded_words(reason)}); set label "
                     f"{cfg.workload_key}: {pools}", path)]

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, pod_set_problems
+from policies.findings import Problem, Severity, SpecProblem, pod_set_problems, quoted
 from policies.gpu import gpu_pod_sets, gpu_requests, gpus_per_pod
 from policies.quantity import format_quantity, is_positive
 from policies.usage import labels_pin_product, pinned_products, spec_pinned_products
@@ -62,7 +62,7 @@ def _in_spec(pod_set: PodSet, policy: Policy) -> list[SpecProblem]:
 def _pinned_by_labels(workload: Workload, policy: Policy) -> Iterator[Problem]:
     for pod_set in gpu_pod_sets(workload, policy):
         if not pinned_products(pod_set, workload, policy):
-            yield Problem(f"{workload} pod set {pod_set.name} {_unpinned(pod_set, policy)}",
+            yield Problem(f"pod set {quoted(pod_set.name)} {_unpinned(pod_set, policy)}",
                           pod_set.spec_path)
 
 

@@ -49,8 +49,8 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
-from policies.usage import in_scope, usage_conflicts, workload_usage
+from policies.findings import Problem, Severity, bounded_words, quoted
+from policies.usage import in_scope, steered_pod_sets, usage_conflicts, workload_usage
 from policies.workload import Workload
 
 ID = "GG105"
@@ -65,8 +65,9 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     if usage is None:
         return []
     problems: list[Problem] = []
-    for pod_set in workload.pod_sets:
+    for pod_set in steered_pod_sets(workload, ctx.policy):
         for conflict in usage_conflicts(pod_set, usage, ctx.policy):
-            problems.append(Problem(f"{workload} pod set {pod_set.name}: {conflict.message} ({source})",
+            problems.append(Problem(f"pod set {quoted(pod_set.name)}: {bounded_words(conflict.message)} "
+                                    f"({bounded_words(source)})",
                                     conflict.path))
     return problems

@@ -49,8 +49,8 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
-from policies.groups import group_annotations
+from policies.findings import Problem, Severity, quoted, quoted_repr
+from policies.groups import GroupValue, group_annotations
 from policies.workload import Workload
 
 ID = "GG201"
@@ -60,6 +60,10 @@ SEVERITY = Severity.ERROR
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:
     found = group_annotations(workload, ctx.policy)
-    return [Problem(f"{workload}: annotation {value.key} on {value.where} is {value.raw!r}, not a positive "
-                    "integer", value.path)
+    return [Problem(f"annotation {value.key} is {quoted_repr(value.raw)}, not a positive integer "
+                    f"(on {_where(value)})", value.path)
             for value in (*found.size, *found.atomic) if value.value is None]
+
+
+def _where(value: GroupValue) -> str:
+    return f"pod set {quoted(value.pod_set.name)}" if value.pod_set is not None else "workload metadata"

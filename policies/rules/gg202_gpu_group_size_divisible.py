@@ -71,7 +71,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import Problem, Severity, listed, quoted
 from policies.groups import format_gpus, group_sizes, is_multiple
 from policies.workload import Workload
 
@@ -88,11 +88,13 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     key = ctx.policy.gpu["groupSizeAnnotation"]
     for part in spec.pod_sets:
         if not is_multiple(spec.size, part.gpus):
-            problems.append(Problem(f"{workload}: {key} {spec.size} is not a multiple of the "
-                                    f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name} "
-                                    "(a group is made of whole pods)", spec.size_path))
+            problems.append(Problem(f"{key} {spec.size} is not a multiple of the {format_gpus(part.gpus)} "
+                                    f"GPUs per pod of pod set {quoted(part.pod_set.name)} (a group is made "
+                                    "of whole pods)", spec.size_path))
     total = spec.total_gpus
     if not is_multiple(total, spec.size):
-        problems.append(Problem(f"{workload}: {key} {spec.size} does not divide the job's "
-                                f"{format_gpus(total)} GPUs ({spec.breakdown()})", spec.size_path))
+        breakdown = listed((f"{p.pod_set.replicas}x{format_gpus(p.gpus)} {quoted(p.pod_set.name)}"
+                            for p in spec.pod_sets), sep=" + ")
+        problems.append(Problem(f"{key} {spec.size} does not divide the job's {format_gpus(total)} GPUs "
+                                f"({breakdown})", spec.size_path))
     return problems

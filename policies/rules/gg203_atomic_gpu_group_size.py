@@ -51,7 +51,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import Problem, Severity, quoted
 from policies.groups import format_gpus, group_sizes, is_multiple
 from policies.workload import Workload
 
@@ -69,10 +69,10 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     size_key = ctx.policy.gpu["groupSizeAnnotation"]
     for part in spec.pod_sets:
         if not is_multiple(spec.atomic, part.gpus):
-            problems.append(Problem(f"{workload}: {key} {spec.atomic} is not a multiple of the "
-                                    f"{format_gpus(part.gpus)} GPUs per pod of pod set {part.pod_set.name}",
+            problems.append(Problem(f"{key} {spec.atomic} is not a multiple of the {format_gpus(part.gpus)} "
+                                    f"GPUs per pod of pod set {quoted(part.pod_set.name)}",
                                     spec.atomic_path))
     if spec.size % spec.atomic:
-        problems.append(Problem(f"{workload}: {key} {spec.atomic} does not divide {size_key} {spec.size}",
+        problems.append(Problem(f"{key} {spec.atomic} does not divide {size_key} {spec.size}",
                                 spec.atomic_path))
     return problems

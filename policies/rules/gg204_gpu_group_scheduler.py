@@ -60,7 +60,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import SHORT_QUOTED_CHARS, Problem, Severity, quoted, quoted_repr
 from policies.groups import group_annotations
 from policies.schedulers import VOLCANO_SCHEDULER, non_volcano_pod_sets, scheduler_path
 from policies.workload import Workload
@@ -77,11 +77,12 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     problems: list[Problem] = []
     key = ctx.policy.gpu["groupSizeAnnotation"]
     for pod_set in non_volcano_pod_sets(workload, trust_operator=False):
-        problems.append(Problem(f"{workload}: {key} is set but pod set {pod_set.name} is scheduled by "
-                                f"{pod_set.scheduler!r}, not {VOLCANO_SCHEDULER!r}; the gpu-podaffinity "
-                                "plugin never sees these pods", scheduler_path(workload, pod_set)))
+        problems.append(Problem(f"{key} is set but pod set {quoted(pod_set.name)} is scheduled by "
+                                f"{quoted_repr(pod_set.scheduler, SHORT_QUOTED_CHARS)}, not {VOLCANO_SCHEDULER!r}; the "
+                                "gpu-podaffinity plugin never sees these pods",
+                                scheduler_path(workload, pod_set)))
     if not workload.pytorch_style:
-        problems.append(Problem(f"{workload}: {key} is set on a {workload.kind}, but the gpu-podaffinity "
+        problems.append(Problem(f"{key} is set on a {workload.kind}, but the gpu-podaffinity "
                                 "plugin acts on PyTorch jobs only (PyTorchJob, Volcano Job with "
                                 "plugins.pytorch, ElasticJob); the annotation is ignored", sizes[0].path,
                                 severity=Severity.WARNING))

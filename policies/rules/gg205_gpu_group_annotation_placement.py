@@ -58,7 +58,7 @@ spec:
 from collections.abc import Iterator
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import Problem, Severity, quoted
 from policies.groups import GroupValue, group_annotations
 from policies.workload import Workload
 
@@ -73,6 +73,15 @@ def _compared(values: list[GroupValue]) -> bool:
     return len(values) > 1 or (len(values) == 1 and values[0].pod_set is None)
 
 
+# Bounds of what one message quotes: it names two places and two values, and fits a warning.
+_VALUE_CHARS = 12
+_NAME_CHARS = 24
+
+
+def _where(v: GroupValue) -> str:
+    return f"pod set {quoted(v.pod_set.name, _NAME_CHARS)}" if v.pod_set is not None else "workload metadata"
+
+
 def _check_key(workload: Workload, values: list[GroupValue]) -> Iterator[Problem]:
     on_templates = [v for v in values if v.pod_set is not None]
     on_metadata = [v for v in values if v.pod_set is None]
@@ -81,18 +90,21 @@ def _check_key(workload: Workload, values: list[GroupValue]) -> Iterator[Problem
     def shown(v: GroupValue) -> object:
         return v.value if v.value is not None else v.raw
 
+    def value(v: GroupValue) -> str:  # a size is a small number: anything long is garbage (GG201)
+        return quoted(shown(v), _VALUE_CHARS)
+
     first = on_templates[0] if on_templates else None
     for other in on_templates[1:]:
         if first is not None and shown(other) != shown(first):
-            yield Problem(f"{workload}: {key} is {shown(first)} on {first.where} but {shown(other)} on "
-                          f"{other.where}; one gang needs one value", other.path, severity=Severity.ERROR)
+            yield Problem(f"{key} is {value(other)} on {_where(other)} but {value(first)} on "
+                          f"{_where(first)}; one gang needs one value", other.path, severity=Severity.ERROR)
     for meta in on_metadata:
         if first is None:
-            yield Problem(f"{workload}: {key} {shown(meta)} is set only on the workload's metadata; the "
-                          "scheduler reads it on pods, so set it on a pod template", meta.path)
+            yield Problem(f"{key} {value(meta)} is set only on the workload's metadata; the scheduler "
+                          "reads it on pods, so set it on a pod template", meta.path)
         elif shown(meta) != shown(first):
-            yield Problem(f"{workload}: {key} is {shown(meta)} on the workload's metadata but "
-                          f"{shown(first)} on {first.where}; the pods carry {shown(first)}", meta.path)
+            yield Problem(f"{key} is {value(meta)} on the workload's metadata but {value(first)} on "
+                          f"{_where(first)}; the pods carry {value(first)}", meta.path)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

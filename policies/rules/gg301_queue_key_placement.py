@@ -42,7 +42,7 @@ spec:
 from collections.abc import Iterable, Iterator
 
 from policies.engine import Context
-from policies.findings import Problem, Severity, join_pointer, split_pointer
+from policies.findings import Problem, Severity, join_pointer, quoted, split_pointer
 from policies.kinds import VOLCANO_QUEUE_ANNOTATION, VOLCANO_QUEUE_LABEL, QueueSource
 from policies.workload import Workload
 
@@ -102,7 +102,8 @@ def _misplaced(workload: Workload) -> Iterator[Problem]:
         if pod_set.template is workload.doc:
             continue  # a bare Pod: its metadata was looked at above
         if VOLCANO_QUEUE_LABEL in pod_set.labels:
-            candidates.append(("template", _LABEL, f"label {VOLCANO_QUEUE_LABEL} on pod set {pod_set.name}",
+            candidates.append(("template", _LABEL,
+                               f"label {VOLCANO_QUEUE_LABEL} on pod set {quoted(pod_set.name)}",
                                pod_set.path + _LABEL))
     if not candidates:
         return  # no Volcano queue key anywhere: the usual case
@@ -111,5 +112,5 @@ def _misplaced(workload: Workload) -> Iterator[Problem]:
     for scope, at, what, path in candidates:
         if (scope, at) in read:
             continue
-        yield Problem(f"{workload}: {what} is not read for a {workload.kind}; the queue is read from "
+        yield Problem(f"{what} is not read for a {workload.kind}; the queue is read from "
                       f"{instead}, so this one is ignored", path)

@@ -39,7 +39,16 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity, field_name
+from policies.findings import (
+    SHORT_QUOTED_CHARS,
+    Problem,
+    Severity,
+    bounded_words,
+    field_name,
+    quoted,
+    quoted_repr,
+    split_pointer,
+)
 from policies.schedulers import VOLCANO_SCHEDULER, non_volcano_pod_sets, scheduler_path
 from policies.workload import PodSet, QueueRef, Workload
 
@@ -57,11 +66,11 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
 
 
 def _unused_queue(workload: Workload, queue: QueueRef, outside: list[PodSet]) -> Problem:
-    by_scheduler: dict[str, list[str]] = {}
-    for pod_set in outside:
-        by_scheduler.setdefault(pod_set.scheduler, []).append(pod_set.name)
-    used = "; ".join(f"pod set {', '.join(names)} by {scheduler!r}"
-                     for scheduler, names in by_scheduler.items())
-    return Problem(f"{workload}: Volcano queue {queue.name!r} is named at {field_name(queue.path)}, but "
-                   f"the pods are not scheduled by {VOLCANO_SCHEDULER!r} ({used}); the queue is never used",
-                   scheduler_path(workload, outside[0]))
+    first = outside[0]
+    more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
+    tokens = split_pointer(queue.path)  # a label or annotation key says it all; else the field
+    where = tokens[-1] if tokens and "/" in tokens[-1] else field_name(queue.path)
+    return Problem(f"Volcano queue {quoted_repr(queue.name, SHORT_QUOTED_CHARS)} named at "
+                   f"{bounded_words(where)} is never used: pod set {quoted(first.name, SHORT_QUOTED_CHARS)}"
+                   f"{more} is scheduled by {quoted_repr(first.scheduler, SHORT_QUOTED_CHARS)}, not "
+                   f"{VOLCANO_SCHEDULER!r}", scheduler_path(workload, first))

@@ -36,7 +36,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity, join_pointer
+from policies.findings import Problem, Severity, join_pointer, quoted_repr
 from policies.kinds import RAY_SCHEDULER_LABEL
 from policies.workload import Workload
 
@@ -54,7 +54,7 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
         return []
     value = workload.labels[RAY_SCHEDULER_LABEL]
     if value not in KUBERAY_BATCH_SCHEDULERS:
-        return [Problem(f"{workload}: label {RAY_SCHEDULER_LABEL} is {value!r}, not one of KubeRay's batch "
+        return [Problem(f"label {RAY_SCHEDULER_LABEL} is {quoted_repr(value)}, not one of KubeRay's batch "
                         f"schedulers ({', '.join(KUBERAY_BATCH_SCHEDULERS)})", _PATH)]
-    return [Problem(f"{workload}: label {RAY_SCHEDULER_LABEL}={value} is legacy: KubeRay >= 1.3 ignores it "
+    return [Problem(f"label {RAY_SCHEDULER_LABEL}={value} is legacy: KubeRay >= 1.3 ignores it "
                     "and uses the operator flag --batch-scheduler", _PATH, severity=Severity.INFO)]

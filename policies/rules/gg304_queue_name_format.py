@@ -37,7 +37,7 @@ spec:
 import re
 
 from policies.engine import Context
-from policies.findings import Problem, Severity, field_name
+from policies.findings import Problem, Severity, bounded_words, field_name, quoted_repr
 from policies.workload import Workload
 
 ID = "GG304"
@@ -55,11 +55,12 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
         if not queue.explicit or not queue.name:
             continue  # an empty name means "the default queue" to the controllers
         if len(queue.name) > MAX_LENGTH:
-            problems.append(Problem(f"{workload}: {queue.system} queue name at {field_name(queue.path)} is "
-                                    f"{len(queue.name)} characters long, more than {MAX_LENGTH}", queue.path))
+            problems.append(Problem(f"{queue.system} queue name is {len(queue.name)} characters long, more "
+                                    f"than {MAX_LENGTH} (at {bounded_words(field_name(queue.path))})",
+                                    queue.path))
         elif not _is_subdomain(queue.name):
-            where = field_name(queue.path)  # only for a finding: most names are fine
-            problems.append(Problem(f"{workload}: {queue.system} queue name {queue.name!r} at {where} is not "
+            where = bounded_words(field_name(queue.path))  # only for a finding: most names are fine
+            problems.append(Problem(f"{queue.system} queue name {quoted_repr(queue.name)} at {where} is not "
                                     "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
                                     "alphanumeric at both ends)", queue.path))
     return problems

@@ -41,7 +41,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import Problem, Severity, quoted_repr
 from policies.gpu import is_gpu_workload
 from policies.workload import Workload
 
@@ -56,6 +56,6 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     if any(q.explicit and q.name for q in workload.queues) or not is_gpu_workload(workload, ctx.policy):
         return []
     default = next((q.name for q in workload.queues if not q.explicit), None)
-    fallback = f" (it would go to the default queue {default!r})" if default else ""
-    return [Problem(f"{workload}: requests GPUs but names no queue{fallback}; the policy requires one "
+    fallback = f" (it would go to the default queue {quoted_repr(default)})" if default else ""
+    return [Problem(f"requests GPUs but names no queue{fallback}; the policy requires one "
                     "(queues.require)", "/metadata")]

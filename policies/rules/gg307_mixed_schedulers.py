@@ -49,7 +49,7 @@ spec:
 from collections.abc import Iterable, Iterator
 
 from policies.engine import Context
-from policies.findings import Problem, Severity
+from policies.findings import SHORT_QUOTED_CHARS, Problem, Severity, listed, quoted, quoted_repr
 from policies.schedulers import pod_set_scheduler, scheduler_path
 from policies.workload import Workload
 
@@ -81,7 +81,9 @@ def _mixed(workload: Workload) -> Iterator[Problem]:
         by_scheduler[scheduler].append(pod_set.name)
     if len(by_scheduler) < 2:
         return
-    parts = "; ".join(f"{scheduler!r}: {', '.join(names)}" for scheduler, names in by_scheduler.items())
+    parts = listed((f"{quoted_repr(scheduler, SHORT_QUOTED_CHARS)}: "
+                    f"{listed([quoted(name, SHORT_QUOTED_CHARS) for name in names], 2)}"
+                    for scheduler, names in by_scheduler.items()), 2, "; ")
     minority = min(by_scheduler, key=lambda s: len(by_scheduler[s]))
-    yield Problem(f"{workload}: pod sets use different schedulers ({parts}); one gang needs one scheduler",
+    yield Problem(f"pod sets use different schedulers ({parts}); one gang needs one scheduler",
                   first_of[minority])

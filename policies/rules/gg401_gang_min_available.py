@@ -51,7 +51,7 @@ spec:
 """
 
 from policies.engine import Context
-from policies.findings import Problem, Severity, field_name, join_pointer
+from policies.findings import Problem, Severity, bounded_words, field_name, join_pointer, listed, quoted
 from policies.kinds import GROUP_MIN_MEMBER_ANNOTATION
 from policies.workload import Workload
 
@@ -76,14 +76,15 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
             continue
         entry = pod_set.path[: -len("/" + source.template)] if source.template else pod_set.path
         path = join_pointer(entry, source.min_available)
-        problems.append(Problem(f"{workload}: task {pod_set.name} has {field_name(path)} "
-                                f"{pod_set.gang_count} but only {pod_set.replicas} replicas; the task's gang "
-                                "can never form", path))
+        problems.append(Problem(f"{bounded_words(field_name(path))} {pod_set.gang_count} is more than the "
+                                f"{pod_set.replicas} replicas of task {quoted(pod_set.name)}; the task's "
+                                "gang can never form", path))
     if workload.gang_min_path and workload.gang_min_path != _GROUP_WIDE:
         total = workload.total_replicas
         if workload.gang_min > total:
-            counts = " + ".join(f"{p.replicas} {p.name}" for p in workload.gang_pod_sets) or "no pods"
-            problems.append(Problem(f"{workload}: {field_name(workload.gang_min_path)} "
+            counts = listed((f"{p.replicas} {quoted(p.name)}" for p in workload.gang_pod_sets),
+                            sep=" + ") or "no pods"
+            problems.append(Problem(f"{bounded_words(field_name(workload.gang_min_path))} "
                                     f"{workload.gang_min} is greater than the job's {total} replicas "
                                     f"({counts}); the gang can never form", workload.gang_min_path))
     return problems

@@ -35,7 +35,15 @@ from collections.abc import Iterator
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
+from policies.findings import (
+    SHORT_QUOTED_CHARS,
+    Problem,
+    Severity,
+    SpecProblem,
+    join_pointer,
+    pod_set_problems,
+    quoted,
+)
 from policies.gpu import spec_gpu_resources
 from policies.workload import PodSet, Workload
 
@@ -51,7 +59,7 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
 def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
     for entry in spec_gpu_resources(pod_set, policy):
         if entry.request is not None and entry.limit is None:
-            yield SpecProblem(f" container {entry.container}: requests {entry.resource}: {entry.request} but "
-                              "sets no limit for it; the API server refuses the pods (limit must be set for "
-                              "non-overcommitable resources)",
+            yield SpecProblem(f" container {quoted(entry.container, SHORT_QUOTED_CHARS)}: {entry.resource} "
+                              f"request {quoted(entry.request, SHORT_QUOTED_CHARS)} has no limit; the API "
+                              "server refuses such pods (limit must be set for non-overcommitable resources)",
                               join_pointer(entry.path, "requests", entry.resource))

@@ -36,7 +36,15 @@ from collections.abc import Iterator
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
+from policies.findings import (
+    SHORT_QUOTED_CHARS,
+    Problem,
+    Severity,
+    SpecProblem,
+    join_pointer,
+    pod_set_problems,
+    quoted,
+)
 from policies.gpu import spec_gpu_resources
 from policies.workload import PodSet, Workload
 
@@ -55,6 +63,7 @@ def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
         if request is None or limit is None:
             continue  # one is not set, or not a quantity (GG504 reports it)
         if request != limit:
-            yield SpecProblem(f" container {entry.container}: {entry.resource} request {entry.request} "
-                              f"differs from limit {entry.limit}; for GPUs they must be equal",
+            yield SpecProblem(f" container {quoted(entry.container, SHORT_QUOTED_CHARS)}: {entry.resource} request "
+                              f"{quoted(entry.request)} differs from limit {quoted(entry.limit)}; for GPUs "
+                              "they must be equal",
                               join_pointer(entry.path, "requests", entry.resource))

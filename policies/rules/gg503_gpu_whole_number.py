@@ -34,7 +34,15 @@ from collections.abc import Iterator
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
+from policies.findings import (
+    SHORT_QUOTED_CHARS,
+    Problem,
+    Severity,
+    SpecProblem,
+    join_pointer,
+    pod_set_problems,
+    quoted,
+)
 from policies.gpu import spec_gpu_resources
 from policies.workload import PodSet, Workload
 
@@ -57,6 +65,6 @@ def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
             problem = ("negative" if amount.numerator < 0
                        else "fractional" if amount.denominator != 1 else "")
             if problem:
-                yield SpecProblem(f" container {entry.container}: {entry.resource} {part} {raw} is "
-                                  f"{problem}; GPUs are whole devices",
+                yield SpecProblem(f" container {quoted(entry.container, SHORT_QUOTED_CHARS)}: {entry.resource} {part} "
+                                  f"{quoted(raw)} is {problem}; GPUs are whole devices",
                                   join_pointer(entry.path, part, entry.resource))

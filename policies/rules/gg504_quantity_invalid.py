@@ -32,7 +32,7 @@ spec:
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, pod_set_problems
+from policies.findings import Problem, Severity, SpecProblem, bounded_words, pod_set_problems
 from policies.workload import PodSet, Workload
 
 ID = "GG504"
@@ -47,4 +47,4 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
 
 def _in_spec(pod_set: PodSet, policy: Policy) -> list[SpecProblem]:
     base = len(pod_set.spec_path)  # the errors' pointers start with it
-    return [SpecProblem(f": {reason}", path[base:]) for path, reason in pod_set.request_errors]
+    return [SpecProblem(f": {bounded_words(reason)}", path[base:]) for path, reason in pod_set.request_errors]

@@ -1,0 +1,1 @@
+"""End-to-end tests of the webhook's lifecycle semantics on a real control plane."""
