@@ -19,6 +19,7 @@ import copy
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,62 @@ def mutated(answer: Any, kind: str) -> bool:
     return bool((template.get("spec") or {}).get("affinity"))
 
 
+class EmptyWebhook:
+    """An aiohttp TLS server answering every review ``allowed: true`` (no patch): what registering
+    any two webhooks costs the API server, the baseline gpugate's own share is read against."""
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        import ssl
+
+        from tests.e2e.kube import free_port
+
+        self.port = free_port()
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.load_cert_chain(str(cert), str(key))
+        self.loop: Any = None
+        self.runner: Any = None
+        self.calls = 0
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._serve, args=(started,), daemon=True)
+        self.thread.start()
+        started.wait(10)
+
+    def _serve(self, started: threading.Event) -> None:
+        import asyncio
+        import json
+
+        from aiohttp import web
+
+        async def review(request: web.Request) -> web.Response:
+            self.calls += 1
+            body = json.loads(await request.read())
+            return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                      "response": {"uid": body["request"]["uid"], "allowed": True}})
+
+        app = web.Application()
+        app.router.add_post("/mutate", review)
+        app.router.add_post("/validate", review)
+        self.loop = asyncio.new_event_loop()
+        self.runner = web.AppRunner(app, access_log=None)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=self.context)
+        self.loop.run_until_complete(site.start())
+        started.set()
+        self.loop.run_forever()
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            import asyncio
+
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(5)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(5)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -100,6 +157,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpugate-apiserver-bench-") as tmp:
         cluster = Cluster(Path(tmp) / "kube")
         gate: Gpugate | None = None
+        empty: EmptyWebhook | None = None
         t0 = time.monotonic()
         cluster.up()
         try:
@@ -113,6 +171,9 @@ def main() -> int:
             gate.wait_ready()
             configurations = webhook_configurations(gate.ca_bundle, f"{gate.url}/mutate",
                                                     f"{gate.url}/validate")
+            empty = EmptyWebhook(gate.cert, gate.key)
+            empty_configurations = webhook_configurations(gate.ca_bundle, f"{empty.url}/mutate",
+                                                          f"{empty.url}/validate")
             print(f"set-up {time.monotonic() - t0:.1f} s; {args.kind}, {args.requests} dry-run creates "
                   f"per phase in {args.rounds} rounds, sequential, one keep-alive client", flush=True)
 
@@ -128,21 +189,32 @@ def main() -> int:
                     raise SystemExit(f"create answered {answer}")
                 return elapsed, answer
 
-            def switch(on: bool) -> None:
-                if on:
+            def switch(phase: str) -> None:
+                if phase == "with":
                     register(api_client, copy.deepcopy(configurations))
+                elif phase == "empty":
+                    register(api_client, copy.deepcopy(empty_configurations))
                 else:
                     unregister(api_client)
-                if not wait_until(lambda: mutated(create()[1], args.kind) == on, 20, 0.05):
-                    raise SystemExit(f"webhooks {'registered' if on else 'removed'} but not in force")
+                on = phase == "with"
+                # gpugate's patch shows when it is in force; the empty handler's reviews when it is
+                if phase == "empty":
+                    assert empty is not None
+                    seen = empty.calls
+                    ok = wait_until(lambda: (create(), empty is not None and empty.calls > seen)[1], 20, 0.05)
+                else:
+                    ok = wait_until(lambda: mutated(create()[1], args.kind) == on, 20, 0.05)
+                if not ok:
+                    raise SystemExit(f"webhooks of phase {phase} not in force")
 
-            samples: dict[str, list[float]] = {"without": [], "with": []}
+            samples: dict[str, list[float]] = {"without": [], "empty": [], "with": []}
             per_round = max(1, args.requests // args.rounds)
+            phases = ("without", "empty", "with")
             for r in range(args.rounds):
-                # alternate which phase goes first, so neither always follows a switch the same way
-                order = ("without", "with") if r % 2 == 0 else ("with", "without")
+                # rotate which phase goes first, so none always follows the same switch
+                order = phases[r % 3:] + phases[:r % 3]
                 for phase in order:
-                    switch(phase == "with")
+                    switch(phase)
                     for _ in range(args.warmup):
                         create()
                     before = gate.counters()
@@ -156,19 +228,26 @@ def main() -> int:
         finally:
             if gate is not None:
                 gate.stop()
+            if empty is not None:
+                empty.stop()
             cluster.down()
 
     def ms(values: list[float], q: float) -> float:
         return percentile(values, q) * 1000
 
-    print(f"{'webhooks':<22}{'n':>6}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
-    for phase, label in (("without", "none registered"), ("with", "gpugate mutate+validate")):
+    print(f"{'webhooks':<26}{'n':>6}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
+    for phase, label in (("without", "none registered"), ("empty", "empty handler (both)"),
+                         ("with", "gpugate mutate+validate")):
         values = samples[phase]
-        print(f"{label:<22}{len(values):>6}{ms(values, 50):>9.2f}{ms(values, 99):>9.2f}"
+        print(f"{label:<26}{len(values):>6}{ms(values, 50):>9.2f}{ms(values, 99):>9.2f}"
               f"{statistics.fmean(values) * 1000:>9.2f}")
     added50 = ms(samples["with"], 50) - ms(samples["without"], 50)
     added99 = ms(samples["with"], 99) - ms(samples["without"], 99)
     print(f"added by gpugate: p50 {added50:+.2f} ms (target <= +2), p99 {added99:+.2f} ms (target <= +5)")
+    own50 = ms(samples["with"], 50) - ms(samples["empty"], 50)
+    own99 = ms(samples["with"], 99) - ms(samples["empty"], 99)
+    print(f"gpugate vs the empty handler (the API server's own cost of two webhooks left out): "
+          f"p50 {own50:+.2f} ms, p99 {own99:+.2f} ms")
     return 0
 
 

@@ -1,8 +1,8 @@
 """``gpugate lint --cluster FILE``: cluster snapshots from files, and ``--explain``.
 
-A snapshot file is what ``kubectl get nodes,pods,queues.scheduling.volcano.sh,
-podgroups.scheduling.volcano.sh,hypernodes.topology.volcano.sh,elasticquotatrees -A -o yaml``
-prints (a ``List``), or any multi-document YAML/JSON stream of such objects and Lists.
+A snapshot file is what ``gpugate snapshot`` writes (a ``List``; ``kubectl get`` of the same
+kinds prints one too where all their CRDs are installed), or any multi-document YAML/JSON
+stream of such objects and Lists.
 Each file is one member cluster of a fleet, named after the file.
 """
 

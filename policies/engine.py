@@ -175,8 +175,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     try:
         workload = build_workload(doc, ref)
     except ShapeError as exc:
-        return Evaluation(object=ref, findings=[input_finding("GG002", f"{ref}: {exc.message}", exc.path,
-                                                              ref, policy)])
+        return Evaluation(object=ref, findings=[input_finding("GG002", exc.message, exc.path, ref, policy)])
     if workload is None:
         return Evaluation(object=ref)
 
@@ -221,7 +220,8 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
         # costs less than a generator that yields nothing.
         try:
             for problem in rule.check(workload, ctx):  # type: ignore[misc]  # only rules with a check
-                if change is not None and not rule.needs_topology and not touches(problem.path, change.changed):
+                if change is not None and not rule.needs_topology and \
+                        not touches(problem.path, change.changed):
                     continue  # about a part the update does not change
                 result.findings.append(_finding(rule, problem, ref, policy))
         except Exception as exc:  # noqa: BLE001 - a rule bug must not take the front end down

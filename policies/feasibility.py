@@ -52,6 +52,7 @@ a shallow copy (the explain rows are frozen).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import marshal
@@ -59,7 +60,6 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -716,6 +716,7 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
     live = topo.live[:n]
     node_name = spec.get("nodeName")
     bound = isinstance(node_name, str) and bool(node_name)
+    node_name = node_name if bound else ""
     # A pod with nodeName bypasses the scheduler: the kubelet admits it whatever the
     # cordon and NoSchedule taints say (a NoExecute taint still evicts it).
     schedulable = live if bound else live & ~topo.unschedulable[:n]
@@ -738,7 +739,7 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
     if isinstance(node_affinity, Mapping):
         selected &= _affinity_mask(topo, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     if bound:
-        selected &= topo.name_in([node_name])
+        selected &= topo.name_in([str(node_name)])
     mask = schedulable & taint_ok & selected
     blocking: list[str] = []
     if untolerated:
@@ -1236,16 +1237,16 @@ def _exclusions(e: _Eligibility) -> str:
 
 
 def _why_no_node(topo: Topology, s: _Set, alloc: np.ndarray) -> str:
+    """Why no node, even empty, takes one pod of ``s``: the failing number first."""
     d = s.demand
     e = s.elig
-    where = f"pod set {d.name} ({fmt(d.request)} per pod)"
+    who = f"pod set {d.name}"
     if s.missing:
-        return f"{where}: no node offers {', '.join(s.missing)}"
+        return f"no node offers {', '.join(s.missing)} ({who} asks for it)"
     eligible = int(e.mask.sum())
     excluded = _exclusions(e)
     if eligible == 0:
-        return (f"{where} fits no node: none of the {topo.n_nodes} nodes is eligible "
-                f"({excluded or 'no nodes'})")
+        return f"0 of {topo.n_nodes} nodes eligible for {who} ({excluded or 'no nodes'})"
     also = f"; not eligible: {excluded}" if excluded else ""
     rows = alloc[e.mask][:, s.cols] if s.cols.size else np.zeros((eligible, 0), dtype=np.int64)
     short = []
@@ -1253,19 +1254,18 @@ def _why_no_node(topo: Topology, s: _Set, alloc: np.ndarray) -> str:
         best = int(rows[:, j].max())
         if best < s.amounts[j]:
             name = topo.resources[col]
-            short.append(f"{name} {format_quantity(name, int(s.amounts[j]))} asked, the largest "
+            short.append(f"{name} {format_quantity(name, int(s.amounts[j]))} asked per pod, the largest "
                          f"eligible node offers {format_quantity(name, best)}")
     if short:
-        return (f"{where} fits no node even when empty: {'; '.join(short)} "
-                f"({eligible} eligible nodes{also})")
+        return f"{'; '.join(short)} ({who}, {eligible} eligible nodes{also}), even when empty"
     # every resource fits somewhere, never all on one node: show the closest node
     ratio = (rows / s.amounts[None, :]).min(axis=1)
     best_row = int(np.argmax(ratio))
     slot = int(np.flatnonzero(e.mask)[best_row])
     offer = ", ".join(_fmt1(topo.resources[c], int(alloc[slot, c])) for c in s.cols
                       if topo.resources[c] != "pods")
-    return (f"{where} fits no node even when empty: no eligible node has all of it at once "
-            f"(closest: {topo.node_names[slot]} with {offer}{also})")
+    return (f"no eligible node has all of {fmt(d.request)} per pod at once, even when empty ({who}; "
+            f"closest: {topo.node_names[slot]} with {offer}{also})")
 
 
 def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.ndarray,
@@ -1286,12 +1286,11 @@ def _necessary(topo: Topology, sets: list[_Set], counts: list[int], free: np.nda
         if most == 0:               # capacities are never negative
             if what == "even when empty":
                 return _why_no_node(topo, s, free), s.demand.path
-            return (f"pod set {s.demand.name} ({fmt(s.request)} per pod) fits no node {what}",
-                    s.demand.path)
+            return (f"0 pods of pod set {s.demand.name} ({fmt(s.request)} each) fit the free "
+                    f"resources {what}", s.demand.path)
         if most < want:
-            return (f"pod set {s.demand.name} needs {want} pods of {fmt(s.request)}; its "
-                    f"{s.elig.count} eligible nodes hold at most {most} {what}",
-                    s.demand.path)
+            return (f"{want} pods of pod set {s.demand.name} needed, its {s.elig.count} eligible nodes "
+                    f"hold at most {most} {what} ({fmt(s.request)} each)", s.demand.path)
     # Totals: a resource can only come from nodes where some pod using it fits.
     total_cols: dict[int, int] = {}
     for s, want in zip(sets, counts, strict=True):
@@ -1551,8 +1550,10 @@ def _groups_never(topo: Topology, plan: _Groups, alloc: np.ndarray, supernodes: 
         best, total = summary
     if not slots.size or slots[best] == 0:
         # what new pods could ever use: cordoned nodes give them nothing
-        gpus = [int(np.maximum(alloc[rows, topo.res_index[plan.resource]], 0)[~topo.unschedulable[rows]].sum())
-                if plan.resource in topo.res_index else 0 for _, rows in supernodes]
+        column = topo.res_index.get(plan.resource)
+        gpus = [0 if column is None else
+                int(np.maximum(alloc[rows, column], 0)[~topo.unschedulable[rows]].sum())
+                for _, rows in supernodes]
         i = max(range(len(gpus)), key=lambda j: gpus[j])
         return (f"no supernode can ever hold one {_unit_label(plan)} of {plan.pods_per_unit} pods x "
                 f"{plan.per_pod} {plan.resource}: the largest of {len(supernodes)} supernodes, "
@@ -1856,7 +1857,7 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int], au
         text = "; ".join(f"{_fmt1(r, n)} asked, the queue can never hold more than "
                          f"{format_quantity(r, lim)} ({why})" for r, n, (lim, why) in over)
         return Outcome("", Verdict.NEVER, "GG402",
-                       f"the gang's minimum resources exceed queue `{name}`: {text}", path)
+                       f"{text}: the gang's minimum resources exceed queue `{name}`", path)
     short = [(r, need[r], limits[r][0], held.get(r, 0)) for r in need
              if r in limits and need[r] > limits[r][0] - held.get(r, 0)]
     if short:
@@ -1882,7 +1883,8 @@ def _queue_facts(ref: QueueRef, topo: Topology, resources: tuple[str, ...], auto
                 topo.alloc_version, len(topo.res_index))
     cached = topo.cached(key, versions)
     if cached is None:
-        cached = (_queue_facts_now(ref, topo, resources, autoscaling, admitted),)  # a tuple: None is an answer
+        # a tuple: None is an answer
+        cached = (_queue_facts_now(ref, topo, resources, autoscaling, admitted),)
         topo.remember(key, versions, cached)
     return cached[0]  # type: ignore[no-any-return]
 

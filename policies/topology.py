@@ -21,6 +21,7 @@ that never look at it. Heartbeats move nothing. Not thread-safe.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -52,6 +53,11 @@ _NO_LABELS = hash(frozenset())
 _MAX_SHAPES = 10_000
 _MAX_OWNERS = 65_536
 DEFAULT_MAX_PODS = 110   # the kubelet's default when a node does not report ``pods``
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# A pod's request in one resource: at most this, so that the sums of 1,000,000 pods stay in range.
+_POD_UNITS_MAX = _INT64_MAX // 2**20
+
+log = logging.getLogger("gpugate.topology")
 
 Units = dict[str, int]
 
@@ -438,14 +444,29 @@ class Topology:
             self.nodeset_version += 1
             self.alloc_version += 1
             return
+        meta = _mapping(obj.get("metadata"))
+        spec = _mapping(obj.get("spec"))
+        status = _mapping(obj.get("status"))
+        raw = status.get("allocatable")
+        if raw is None:
+            raw = status.get("capacity")
+        raw_hash = hash(repr(raw))
+        units: Units | None = None
+        if slot is None or raw_hash != self._alloc_hash[slot]:
+            units = units_of(raw)
+            units.setdefault("pods", DEFAULT_MAX_PODS)
+            too_large = sorted(r for r, v in units.items() if not _INT64_MIN <= v <= _INT64_MAX)
+            if too_large:
+                # all of the node or none of it: a half-applied node would skew every verdict
+                log.warning("node %s left out of the topology: allocatable %s beyond 64-bit range",
+                            name[:253], ", ".join(too_large)[:200])
+                self._apply_node(obj, deleted=True)
+                return
         if slot is None:
             slot = self._new_slot(name)
             fresh = True
         else:
             fresh = False
-        meta = _mapping(obj.get("metadata"))
-        spec = _mapping(obj.get("spec"))
-        status = _mapping(obj.get("status"))
         self._set_labels(slot, _str_map(meta.get("labels")))
         self._set_taints(slot, _taints(spec.get("taints")))
         unschedulable = spec.get("unschedulable") is True
@@ -453,13 +474,7 @@ class Topology:
             self.unschedulable[slot] = unschedulable
             self.label_version += 1
             self.cordon_version += 1
-        raw = status.get("allocatable")
-        if raw is None:
-            raw = status.get("capacity")
-        raw_hash = hash(repr(raw))
-        if raw_hash != self._alloc_hash[slot]:
-            units = units_of(raw)
-            units.setdefault("pods", DEFAULT_MAX_PODS)
+        if units is not None:
             row = np.zeros(len(self.resources), dtype=np.int64)
             for r, v in units.items():
                 col = self.column(r)
@@ -502,6 +517,13 @@ class Topology:
         if request is None:  # a shape not seen yet; replicas of one template share the rest
             requests, _errors = pod_requests(spec, "/spec")
             units = {self.column(r): scheduler_units(r, q) for r, q in requests.items() if q > 0}
+            if any(v > _POD_UNITS_MAX for v in units.values()):
+                # the API server would not run it anywhere; counting it would overflow the sums
+                log.warning("pod %s/%s left out of the topology: a request beyond 64-bit range",
+                            key[0][:63], key[1][:253])
+                if old is not None:   # released above
+                    del self._pods[key]
+                return
             pods_col = self.res_index["pods"]
             units[pods_col] = units.get(pods_col, 0) + 1
             request = tuple(sorted(units.items()))

@@ -297,7 +297,8 @@ def test_cluster_role_is_read_only_and_exactly_the_topology(rendered: dict[str, 
             assert set(rule["verbs"]) <= ALLOWED_VERBS, rule
             assert "*" not in rule.get("resources", []) and "*" not in rule.get("apiGroups", [])
             assert not rule.get("nonResourceURLs")
-            granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+            granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"]
+                        for v in rule["verbs"]}
     # list/watch: exactly the topology; get: the topology and the parents of the scale
     # subresources the validating webhook judges (a scale-up reads the object it scales)
     for verb in ("list", "watch"):
@@ -682,3 +683,43 @@ def test_install_check_example_is_admitted_under_the_taint_convention() -> None:
     bare = evaluate(job, policy, clusters)
     unpinned = evaluate(jsonpatch.apply_patch(job, bare.patch or []), policy, clusters)
     assert "GG403" in {f.rule for f in unpinned.findings if f.severity == Severity.ERROR}
+
+
+# -- gpugate outside the cluster: clientConfig.url instead of the Service ---------------------
+
+@needs_kubectl
+def test_outside_cluster_overlay_points_both_webhooks_at_the_url(tmp_path: Path) -> None:
+    import ipaddress
+
+    import kubernetes_validate
+    from cryptography import x509
+
+    deploy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, deploy, ignore=shutil.ignore_patterns("certs"))
+    overlay = deploy / "overlays" / "outside-cluster"
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    (literal,) = kustomization["configMapGenerator"][0]["literals"]
+    address = literal.partition("=")[2]
+    host = address.rpartition(":")[0]
+    # as the overlay's comment says: `gpugate certs --out .../certs --ip HOST`
+    write_cert_set(overlay / "certs", ip_addresses=[host])
+    objs = kustomize(overlay)
+    base = {o["kind"]: o for o in kustomize(DEPLOY / "base") if o["kind"].endswith("WebhookConfiguration")}
+    assert sorted(o["kind"] for o in objs) == ["MutatingWebhookConfiguration",
+                                               "ValidatingWebhookConfiguration"]
+    ca = cert_pem(load_cert(overlay / "certs" / "ca.crt"))
+    for obj in objs:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        (hook,) = obj["webhooks"]
+        (original,) = base[obj["kind"]]["webhooks"]
+        path = original["clientConfig"]["service"]["path"]
+        assert hook["clientConfig"]["url"] == f"https://{address}{path}"
+        assert set(hook["clientConfig"]) == {"url", "caBundle"}
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca
+        # everything else as in the base: rules, timeouts, failure policy, namespaces
+        assert {k: v for k, v in hook.items() if k != "clientConfig"} == \
+            {k: v for k, v in original.items() if k != "clientConfig"}
+    # the API server checks the host against the serving certificate's subjectAltName
+    served = load_cert(overlay / "certs" / "tls.crt")
+    sans = served.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address(host) in sans.get_values_for_type(x509.IPAddress)

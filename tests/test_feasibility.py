@@ -294,7 +294,7 @@ def test_pod_fits_no_node_names_the_largest_offer() -> None:
         run(cpu_job(1, "20"), [snapshot([node("a", {"cpu": "16"}), node("b", {"cpu": "8"})])])
     )
     assert list(found) == ["GG403"], found
-    assert "cpu 20 asked, the largest eligible node offers 16" in found["GG403"][0]
+    assert "cpu 20 asked per pod, the largest eligible node offers 16" in found["GG403"][0]
 
 
 def test_pods_do_not_pack_into_the_nodes() -> None:

@@ -152,7 +152,7 @@ def check_answer(status: int, answer: Any, uid: Any = None) -> None:
         assert response["patchType"] == "JSONPatch"
         assert isinstance(json.loads(base64.b64decode(response["patch"])), list)
     for warning in response.get("warnings", []):
-        assert isinstance(warning, str) and len(warning) < 120
+        assert isinstance(warning, str) and len(warning) <= admission.MAX_WARNING_CHARS
     assert "internal error" not in json.dumps(answer), answer
 
 

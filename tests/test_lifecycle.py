@@ -9,11 +9,7 @@ import time
 from typing import Any
 
 import pytest
-
-from policies.changes import changed_pointers, controller_owner, identity_keys, owner_keys, touches
-from policies.config import Policy, policy_from_data
-from policies.engine import evaluate
-from tests.feasibility_helpers import (
+from feasibility_helpers import (
     USAGE,
     gpu_node,
     node,
@@ -23,6 +19,10 @@ from tests.feasibility_helpers import (
     queue,
     snapshot,
 )
+
+from policies.changes import changed_pointers, controller_owner, identity_keys, owner_keys, touches
+from policies.config import Policy, policy_from_data
+from policies.engine import evaluate
 from webhook.admission import admit, scale_target
 
 Obj = dict[str, Any]
@@ -94,7 +94,8 @@ def test_owner_keys_link_pods_to_their_roots() -> None:
                            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-5d8f", "uid": "RS",
                                                 "controller": True}]}}
     assert owner_keys(rs_pod) == ("RS", "apps/Deployment:ml/web")
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ml"}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "web", "namespace": "ml"}}
     assert "apps/Deployment:ml/web" in identity_keys(deployment)
     ray_pod = {"metadata": {"namespace": "ml", "labels": {"ray.io/originated-from-crd": "RayJob",
                                                           "ray.io/originated-from-cr-name": "train"}}}
@@ -192,7 +193,8 @@ def test_immutable_templates_are_never_patched_on_update(kind: str) -> None:
     spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: "1"}}}]}
     if kind == "Pod":
         obj: Obj = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
-                    "metadata": {"name": "p", "namespace": "ml", "labels": {"maip.mxsf.io/usage": "training"}}}
+                    "metadata": {"name": "p", "namespace": "ml",
+                                 "labels": {"maip.mxsf.io/usage": "training"}}}
         changed = copy.deepcopy(obj)
         changed["spec"]["containers"][0]["image"] = "y"   # a Pod's image may change
     else:
@@ -353,12 +355,13 @@ def test_cordoned_nodes_give_no_room_to_new_gangs() -> None:
 
 
 def test_cpu_only_members_are_not_steered() -> None:
+    head = {"name": "head", "image": "x", "resources": {"requests": {"cpu": "2"}}}
+    worker = {"name": "w", "image": "x", "resources": {"limits": {GPU: "8"}}}
+    group = {"groupName": "gpu", "replicas": 1, "minReplicas": 1, "maxReplicas": 1,
+             "template": {"spec": {"containers": [worker]}}}
     ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r", "namespace": "ml"},
-           "spec": {"headGroupSpec": {"template": {"spec": {"containers": [
-               {"name": "head", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}},
-               "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "minReplicas": 1, "maxReplicas": 1,
-                                     "template": {"spec": {"containers": [
-                                         {"name": "w", "image": "x", "resources": {"limits": {GPU: "8"}}}]}}}]}}
+           "spec": {"headGroupSpec": {"template": {"spec": {"containers": [head]}}},
+                    "workerGroupSpecs": [group]}}
     patch = evaluate(ray, Policy()).patch
     assert patch and all(op["path"].startswith("/spec/workerGroupSpecs/0/") for op in patch)
     # CPU nodes in no usage pool: the head still fits, so nothing is rejected
@@ -381,7 +384,8 @@ def test_rayjob_submitter_is_judged_with_its_parent() -> None:
     assert "GG403" not in rules(evaluate(rayjob, Policy(), [cluster]))
     rayjob["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64"
     found = [f for f in evaluate(rayjob, Policy(), [cluster]).findings if f.rule == "GG403"]
-    assert found and found[0].path.startswith("/spec/submitterPodTemplate") and "submitter" in found[0].message
+    assert found and found[0].path.startswith("/spec/submitterPodTemplate")
+    assert "submitter" in found[0].message
     # the submitter Job KubeRay makes from it passes as its own
     submitter = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "rj"},
                  "spec": {"template": rayjob["spec"]["submitterPodTemplate"]}}
@@ -393,8 +397,7 @@ def test_rayjob_submitter_is_judged_with_its_parent() -> None:
 
 def _manifests() -> list[Obj]:
     import yaml
-
-    from tests.conftest import EXAMPLES, corpus_files
+    from conftest import EXAMPLES, corpus_files
 
     files = sorted(EXAMPLES.rglob("*.yaml")) + corpus_files()[::4]   # a quarter of the corpus: seconds
     docs: list[Obj] = []
@@ -408,8 +411,9 @@ def _manifests() -> list[Obj]:
 
 
 def test_validate_gives_the_same_answer_whether_or_not_mutate_ran() -> None:
+    from conftest import EXAMPLES
+
     from lint.cluster import load_clusters
-    from tests.conftest import EXAMPLES
 
     pol = Policy()
     clusters = list(load_clusters([str(EXAMPLES / "cluster" / "cluster.yaml")], pol))

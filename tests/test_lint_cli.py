@@ -98,7 +98,7 @@ def test_finding_has_file_line_column_and_document(tmp_path: Path,
     # The second document starts on line 11: its memory value is on line 11 + 10.
     assert (finding["file"], finding["line"], finding["column"], finding["document"]) == (path, 21, 17, 1)
     assert finding["path"] == "/spec/containers/0/resources/requests/memory"
-    assert "2 GB" in finding["message"] and "bad" in finding["message"]
+    assert "2 GB" in finding["message"] and finding["object"]["name"] == "bad"  # the object: its own field
 
 
 def test_directories_are_walked_for_yaml_and_json(tmp_path: Path,

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import EXAMPLES, corpus_files
 
 from lint.cli import Report, lint_text
 from policies.config import Policy, policy_from_data
@@ -35,8 +36,6 @@ from webhook.admission import (
     warning_lines,
     warning_text,
 )
-
-from conftest import EXAMPLES, corpus_files
 
 RULES = all_rules()
 

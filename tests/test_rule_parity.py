@@ -58,6 +58,7 @@ from policies.usage import (  # noqa: E402
     labels_pin_product,
     pinned_products,
     product_toleration,
+    steered_pod_sets,
     usage_config,
     usage_conflicts,
     usage_patch,
@@ -440,7 +441,8 @@ def _check_shortcut(sample: tuple[str, Any], policy: Policy) -> None:
             spec = _spec_walk(pod_set, workload.doc)[1]
             if _carries_usage(pod_set, spec, wanted):
                 assert not _inject_usage(_Builder(workload), _Builder(workload).enter(pod_set), wanted), name
-        assert [p.ops for p in usage_patch(workload, policy)] == _long_usage_ops(workload, wanted), name
+        long_ops = _long_usage_ops(workload, wanted, policy)
+        assert [p.ops for p in usage_patch(workload, policy)] == long_ops, name
     pinned = [(pod_set, pinned_products(pod_set, workload, policy,
                                         include_workload_label=is_positive(gpus_per_pod(pod_set, policy))))
               for pod_set in workload.pod_sets]
@@ -454,11 +456,11 @@ def _check_shortcut(sample: tuple[str, Any], policy: Policy) -> None:
             assert not injected, name
 
 
-def _long_usage_ops(workload: Workload, wanted: Any) -> list[list[Any]]:
-    """The ops of :func:`usage_patch` built for every pod set, without the shortcut."""
+def _long_usage_ops(workload: Workload, wanted: Any, policy: Policy) -> list[list[Any]]:
+    """The ops of :func:`usage_patch` built for every steered pod set, without the shortcut."""
     builder = _Builder(workload)
     out: list[list[Any]] = []
-    for pod_set in workload.pod_sets:
+    for pod_set in steered_pod_sets(workload, policy):
         start = len(builder.ops)
         if _inject_usage(builder, builder.enter(pod_set), wanted):
             out.append(copy.deepcopy(builder.ops[start:]))

@@ -63,7 +63,7 @@ def test_seed_pytorchjob_passes_every_group_rule() -> None:
 def test_seed_with_six_workers_fails_gg202_with_the_numbers() -> None:
     report = lint(pytorchjob(master_annotations=G32, workers=6))
     messages = [f.finding.message for f in report.findings if f.finding.rule == "GG202"]
-    assert messages == ["PyTorchJob ml/demo: metax-tech.com/gpu-group-size 32 does not divide the job's "
+    assert messages == ["metax-tech.com/gpu-group-size 32 does not divide the job's "
                         "56 GPUs (1x8 Master + 6x8 Worker)"]
     located = next(f for f in report.findings if f.finding.rule == "GG202")
     assert located.finding.path == "/spec/pytorchReplicaSpecs/Master/template/metadata/annotations/" \

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import numpy as np
+import pytest
 from feasibility_helpers import gpu_node, node, pod, podgroup, queue
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -333,3 +334,40 @@ def test_malformed_objects_never_raise(events: list[Any]) -> None:
     workload = build_workload(job)
     assert workload is not None
     assert feasibility(workload, Context(policy=Policy(), clusters=[ClusterSnapshot("c", topo)])) is not None
+
+
+def test_a_node_beyond_64_bits_is_left_out_whole(caplog: pytest.LogCaptureFixture) -> None:
+    """All of a node or none of it: a quantity beyond int64 keeps the whole node out (and takes
+    out the version already held), with a logged reason; nothing is half-applied."""
+    good = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "nvidia.com/gpu": "8"}}}
+    topo = Topology.from_objects([good])
+    assert topo.n_nodes == 1
+    huge = copy.deepcopy(good)
+    huge["status"]["allocatable"]["memory"] = "100000000000000000000000Ei"
+    with caplog.at_level("WARNING", logger="gpugate.topology"):
+        topo.apply("MODIFIED", huge)
+    assert topo.n_nodes == 0 and "n1" not in topo.node_index
+    assert not topo.label_exists("zone").any()
+    assert "64-bit" in caplog.text and "memory" in caplog.text
+    fresh = Topology.from_objects([huge])
+    assert fresh.n_nodes == 0 and not fresh.taint_matrix.any()
+    topo.apply("MODIFIED", good)   # back in range: back in the view
+    assert topo.n_nodes == 1
+
+
+def test_a_pod_beyond_64_bits_is_left_out() -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi"}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+           "status": {"phase": "Running"}}
+    topo = Topology.from_objects([node, pod])
+    before = topo.used.copy()
+    assert before.sum() > 0
+    huge = copy.deepcopy(pod)
+    huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1e40"
+    topo.apply("MODIFIED", huge)
+    assert topo.used.sum() == 0   # the old version released, the new one not counted
+    assert ("d", "p") not in topo._pods

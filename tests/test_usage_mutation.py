@@ -222,7 +222,7 @@ def test_contradicting_usage_is_gg105_and_left_alone() -> None:
         "/spec/tolerations/0",
     ])
     message = next(f.message for f in result.findings if f.path == "/spec/tolerations/0")
-    assert "Pod ml/p" in message and "training" in message and "inference" in message
+    assert message.startswith("pod set pod: ") and "training" in message and "inference" in message
 
 
 def test_tolerations_already_present_or_covered_are_not_added() -> None:
@@ -307,16 +307,17 @@ def test_workload_label_pins_only_gpu_pod_sets() -> None:
     doc["metadata"]["labels"]["nvidia.com/gpu.product"] = "H20"
     doc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"] = {}
     patched = _apply(doc, evaluate(doc, POLICY).patch)
-    head = patched["spec"]["headGroupSpec"]["template"]["spec"]["tolerations"]
+    head = patched["spec"]["headGroupSpec"]["template"]["spec"]
     worker = patched["spec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"]
-    assert tol("nvidia.com/gpu.product", "H20") not in head
+    # the CPU-only head is neither steered into the usage pools nor given the product toleration
+    assert "tolerations" not in head and "affinity" not in head
     assert worker[-1] == tol("nvidia.com/gpu.product", "H20")
 
 
 def test_gg104_names_the_pod_set_and_the_numbers() -> None:
     result = evaluate(pod({}), POLICY)
     gg104 = [f for f in result.findings if f.rule == "GG104"]
-    assert len(gg104) == 1 and "2 nvidia.com/gpu" in gg104[0].message and "Pod ml/p" in gg104[0].message
+    assert len(gg104) == 1 and "2 nvidia.com/gpu" in gg104[0].message and str(gg104[0].object) == "Pod ml/p"
     assert gg104[0].path == "/spec"
 
 
@@ -385,7 +386,12 @@ def test_template_or_spec_missing_are_created() -> None:
     doc = manifest(ray, {"containers": [GPU_CONTAINER]})
     doc["spec"]["submitterPodTemplate"] = {}   # no spec at all
     doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["template"] = {"metadata": {}}
-    patched = _apply(doc, evaluate(doc, POLICY).patch)
+    # scope gpu: templates without GPUs (these two have no containers at all) are not steered
+    cpu_only = ("/spec/submitterPodTemplate", "/spec/rayClusterSpec/workerGroupSpecs/1")
+    assert not [op for op in evaluate(doc, POLICY).patch if op["path"].startswith(cpu_only)]
+    # scope all: every template is steered, its spec created where there is none
+    everything = policy_from_data({"usage": {"scope": "all"}})
+    patched = _apply(doc, evaluate(doc, everything).patch)
     assert patched["spec"]["submitterPodTemplate"]["spec"]["tolerations"] == [tol(USAGE, "training"),
                                                                              tol(USAGE, "hybrid")]
     assert patched["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["template"]["spec"]["affinity"]

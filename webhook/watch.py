@@ -227,6 +227,7 @@ class WatchState:
     """What one resource's thread knows; read by the heartbeat on the loop thread."""
 
     synced: bool = False          # a full list has been handed over at least once
+    applied: bool = False         # ... and the loop has put it into the topology
     connected: bool = False       # a watch stream is open right now
     skipped: bool = False         # CRD not installed (404): not part of the topology
     last_contact: float | None = None
@@ -360,6 +361,7 @@ class ResourceWatcher:
             self.state.resource_version = None
             self._prune(set())
         self.state.synced = True
+        self._sink(self._mark_applied)
 
     def _list(self) -> None:
         while True:
@@ -380,7 +382,12 @@ class ResourceWatcher:
         self.state.skipped = False
         self.state.resource_version = version or "0"
         self.state.synced = True
+        self._sink(self._mark_applied)   # after the pages handed over above: the loop runs them in order
         self._contact()
+
+    def _mark_applied(self) -> None:
+        """On the loop thread: the list is in the topology, the kind can be judged on."""
+        self.state.applied = True
 
     def _prune(self, keep: set[tuple[str, str]]) -> None:
         """Delete from the topology what it holds of this kind beyond ``keep``."""
@@ -518,17 +525,16 @@ class LiveTopology:
 
     async def read_object(self, group: str, version: str, resource: str, namespace: str,
                           name: str) -> Any:
-        """One namespaced object from the API server (a scale-up's target), read in a worker
-        thread with a short timeout: the review waits for it."""
-        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        path = f"{base}/namespaces/{namespace}/{resource}/{name}"
+        """One namespaced object of an API group from the API server (a scale-up's target),
+        read in a worker thread with a short timeout: the review waits for it."""
+        api = k8s.CustomObjectsApi(self.api_client)   # any /apis/GROUP/VERSION path, not only CRDs
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(
-            self.api_client.call_api, path, "GET", response_type="object", auth_settings=["BearerToken"],
-            _return_http_data_only=True, _request_timeout=READ_TIMEOUT_SECONDS))
+            api.get_namespaced_custom_object, group, version, namespace, resource, name,
+            _request_timeout=READ_TIMEOUT_SECONDS))
 
     def ready(self) -> bool:
-        return bool(self.watchers) and all(w.state.synced for w in self.watchers)
+        return bool(self.watchers) and all(w.state.applied for w in self.watchers)
 
     def _sink(self, function: Callable[..., None], *args: Any) -> None:
         loop = self._loop
@@ -549,9 +555,9 @@ class LiveTopology:
         oldest = now
         for watcher in self.watchers:
             state = watcher.state
-            if state.skipped and state.synced:
+            if state.skipped and state.applied:
                 continue
-            if not state.synced:
+            if not state.applied:
                 oldest = float("-inf")
                 break
             # an open stream counts as contact only once it has delivered something valid

@@ -77,9 +77,10 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     problems: list[Problem] = []
     key = ctx.policy.gpu["groupSizeAnnotation"]
     for pod_set in non_volcano_pod_sets(workload, trust_operator=False):
+        scheduler = quoted_repr(pod_set.scheduler, SHORT_QUOTED_CHARS)
         problems.append(Problem(f"{key} is set but pod set {quoted(pod_set.name)} is scheduled by "
-                                f"{quoted_repr(pod_set.scheduler, SHORT_QUOTED_CHARS)}, not {VOLCANO_SCHEDULER!r}; the "
-                                "gpu-podaffinity plugin never sees these pods",
+                                f"{scheduler}, not {VOLCANO_SCHEDULER!r}; the gpu-podaffinity plugin never "
+                                "sees these pods",
                                 scheduler_path(workload, pod_set)))
     if not workload.pytorch_style:
         problems.append(Problem(f"{key} is set on a {workload.kind}, but the gpu-podaffinity "

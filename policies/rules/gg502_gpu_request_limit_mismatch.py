@@ -63,7 +63,8 @@ def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
         if request is None or limit is None:
             continue  # one is not set, or not a quantity (GG504 reports it)
         if request != limit:
-            yield SpecProblem(f" container {quoted(entry.container, SHORT_QUOTED_CHARS)}: {entry.resource} request "
+            container = quoted(entry.container, SHORT_QUOTED_CHARS)
+            yield SpecProblem(f" container {container}: {entry.resource} request "
                               f"{quoted(entry.request)} differs from limit {quoted(entry.limit)}; for GPUs "
                               "they must be equal",
                               join_pointer(entry.path, "requests", entry.resource))

@@ -65,6 +65,7 @@ def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
             problem = ("negative" if amount.numerator < 0
                        else "fractional" if amount.denominator != 1 else "")
             if problem:
-                yield SpecProblem(f" container {quoted(entry.container, SHORT_QUOTED_CHARS)}: {entry.resource} {part} "
+                container = quoted(entry.container, SHORT_QUOTED_CHARS)
+                yield SpecProblem(f" container {container}: {entry.resource} {part} "
                                   f"{quoted(raw)} is {problem}; GPUs are whole devices",
                                   join_pointer(entry.path, part, entry.resource))
