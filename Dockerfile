@@ -27,6 +27,6 @@ ENV PATH=/opt/gpugate/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 65532:65532
-EXPOSE 8443
+EXPOSE 8443 9090
 ENTRYPOINT ["gpugate"]
 CMD ["serve", "--host=0.0.0.0", "--port=8443", "--config=/etc/gpugate/policy/policy.yaml", "--tls-cert=/etc/gpugate/tls/tls.crt", "--tls-key=/etc/gpugate/tls/tls.key"]

@@ -47,8 +47,10 @@ RELOADS_OK = re.compile(r'^gpugate_reloads_total\{result="ok",what="cluster"\} (
 class Client:
     """One kept-alive HTTPS connection."""
 
-    def __init__(self, port: int, context: ssl.SSLContext) -> None:
+    def __init__(self, port: int, context: ssl.SSLContext, metrics_port: int) -> None:
         self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+        # metrics are served on their own plain-HTTP port
+        self.metrics = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=30)
 
     def post(self, body: bytes) -> tuple[float, bool]:
         started = time.perf_counter()
@@ -57,8 +59,8 @@ class Client:
         return time.perf_counter() - started, bool(answer["response"]["allowed"])
 
     def reloads(self) -> float:
-        self.conn.request("GET", "/metrics")
-        match = RELOADS_OK.search(self.conn.getresponse().read().decode())
+        self.metrics.request("GET", "/metrics")
+        match = RELOADS_OK.search(self.metrics.getresponse().read().decode())
         return float(match.group(1)) if match else 0.0
 
 
@@ -87,14 +89,15 @@ def main() -> int:
         text = json.dumps(synthetic_cluster(args.nodes, args.pods))
         cluster.write_text(text)
         print(f"synthetic snapshot: {args.nodes} nodes, {args.pods} pods, {len(text) / 2**20:.0f} MiB JSON")
-        port = free_port()
+        port, metrics_port = free_port(), free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--metrics-port", str(metrics_port),
              "--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster),
              "--log-level", "warning"], cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             wait_ready(f"https://127.0.0.1:{port}", context, server, 300)
-            client = Client(port, context)
+            client = Client(port, context, metrics_port)
             payloads = review_payloads(submitted(pytorch_job(64)), 2000)
             for body in payloads[:200]:  # warm up: connection, caches
                 client.post(body)

@@ -204,7 +204,8 @@ def metric_values(text: str, name: str) -> dict[str, float]:
     return out
 
 
-async def drive(base: str, context: ssl.SSLContext, mix: list[tuple[str, bytes, Any]], reviews: int,
+async def drive(base: str, metrics_url: str, context: ssl.SSLContext, mix: list[tuple[str, bytes, Any]],
+                reviews: int,
                 concurrency: int, warmup: int, on_warm: Callable[[], None],
                 sample: Callable[[str], None]) -> dict[str, Any]:
     import aiohttp
@@ -253,7 +254,7 @@ async def drive(base: str, context: ssl.SSLContext, mix: list[tuple[str, bytes, 
         async def sampler() -> None:
             while True:
                 try:
-                    async with session.get(f"{base}/metrics") as response:
+                    async with session.get(metrics_url) as response:
                         sample(await response.text())
                 except aiohttp.ClientError:
                     pass
@@ -265,7 +266,7 @@ async def drive(base: str, context: ssl.SSLContext, mix: list[tuple[str, bytes, 
         await asyncio.gather(*(worker(remaining, True) for _ in range(concurrency)))
         wall = time.perf_counter() - started
         sampling.cancel()
-        async with session.get(f"{base}/metrics") as response:
+        async with session.get(metrics_url) as response:
             sample(await response.text())
     return {"latencies": latencies, "wall": wall, "errors": errors}
 
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         context = ssl.create_default_context(cafile=str(ca))
         cluster = directory / "cluster.json"
         cluster.write_text(json.dumps(synthetic_cluster(args.nodes, args.pods)))
-        api_port, gate_port = free_port(), free_port()
+        api_port, gate_port, metrics_port = free_port(), free_port(), free_port()
         api = subprocess.Popen([sys.executable, __file__, "--serve-api", str(cluster), str(api_port),
                                 "--events-per-second", str(args.events_per_second)],
                                cwd=ROOT, stdout=subprocess.PIPE)
@@ -314,8 +315,9 @@ def main(argv: list[str] | None = None) -> int:
             gate = subprocess.Popen(
                 [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(gate_port),
                  "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(kubeconfig),
-                 "--log-level", "warning"], cwd=ROOT)
+                 "--log-level", "warning", "--metrics-port", str(metrics_port)], cwd=ROOT)
             base = f"https://127.0.0.1:{gate_port}"
+            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
             wait_ready(base, context, gate, 900)
             synced = time.perf_counter() - started
             rss: dict[str, float] = {"ready": rss_mib(gate.pid)}
@@ -337,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                                                        .values())})
 
             mix = workload_mix(args.nodes)
-            result = asyncio.run(drive(base, context, mix, args.reviews, args.concurrency, warmup, on_warm,
-                                       sample))
+            result = asyncio.run(drive(base, metrics_url, context, mix, args.reviews, args.concurrency,
+                                       warmup, on_warm, sample))
             rss["end"] = rss_mib(gate.pid)
             rss["max"] = max([s["rss"] for s in samples] + [rss["end"]])
         finally:

@@ -333,7 +333,7 @@ def main() -> int:
         gate = subprocess.Popen(
             [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(gate_port),
              "--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster),
-             "--log-level", "warning"],
+             "--log-level", "warning", "--metrics-port", "0"],
             cwd=ROOT, env=env)
         base = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert), str(key)],
                                 cwd=ROOT, env=env)
@@ -430,7 +430,7 @@ def live_watch(directory: Path, cluster: Path, cert: Path, key: Path, context: s
         gate = subprocess.Popen(
             [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(gate_port),
              "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(kubeconfig),
-             "--log-level", "warning"], cwd=ROOT)
+             "--log-level", "warning", "--metrics-port", "0"], cwd=ROOT)
         wait_ready(f"https://127.0.0.1:{gate_port}", context, gate, 600)
         synced = time.perf_counter() - started
         run = measured(gate.pid, lambda: drive(f"https://127.0.0.1:{gate_port}/validate", context,

@@ -21,9 +21,11 @@ alone and the reason is reported, never a traceback.
 from __future__ import annotations
 
 import difflib
+import errno
 import io
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections import Counter
@@ -40,7 +42,8 @@ from policies.findings import join_pointer, split_pointer
 from policies.patch import PatchError, PatchOp, apply_patch
 from policies.workload import MISSING, resolve
 
-__all__ = ["FixResult", "fix_text", "fix_text_result", "fix_input", "guess_indent", "comments"]
+__all__ = ["FixResult", "FixWriteError", "fix_text", "fix_text_result", "fix_input", "plan_fix",
+           "write_fixed", "unified_diff", "guess_indent", "comments"]
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BOM = "\ufeff"
@@ -285,6 +288,12 @@ def fix_text_result(text: str, policy: Policy) -> FixResult:
     """Apply the mutations of every document of ``text``; see :class:`FixResult`."""
     bom = text.startswith(_BOM)
     body = text[1:] if bom else text
+    # CRLF files are fixed as LF text and written back with CRLF: every line break of
+    # the file is CRLF, so the conversion is exact both ways (YAML reads both alike).
+    newlines = body.count("\n")
+    crlf = newlines > 0 and body.count("\r\n") == newlines
+    if crlf:
+        body = body.replace("\r\n", "\n")
     # The linter's own reader first: it bounds nesting depth, and a file it cannot read
     # (GG001) is not one to rewrite.
     for item in iter_documents(body):
@@ -324,7 +333,8 @@ def fix_text_result(text: str, policy: Policy) -> FixResult:
         if whole:
             result.rewritten.append(index)
     if result.changed:
-        result.text = (_BOM if bom else "") + "".join(pieces)
+        joined = "".join(pieces)
+        result.text = (_BOM if bom else "") + (joined.replace("\n", "\r\n") if crlf else joined)
     return result
 
 
@@ -333,61 +343,184 @@ def fix_text(text: str, policy: Policy) -> str:
     return fix_text_result(text, policy).text
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpugate-fix-", dir=directory)
+class FixWriteError(Exception):
+    """A fix that was not written; the file is left exactly as it was."""
+
+
+def refusal(path: str, status: os.stat_result | None = None) -> str | None:
+    """Why ``--fix`` will not write the file ``path`` (through symlinks: its target), or None.
+
+    Never written: a read-only file, a file with several hard links (a new file would
+    break them), anything but a regular file."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        st = status if status is not None else os.stat(path)
+    except OSError as exc:
+        return f"cannot write it: {exc.strerror or exc}"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file: left alone"
+    if st.st_nlink > 1:
+        return (f"it has {st.st_nlink} hard links; writing it would break them, so it is left alone "
+                "(fix a copy, or run on the file with one link)")
+    if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK):
+        return f"read-only file (mode {stat.S_IMODE(st.st_mode):04o}): left alone"
+    return None
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size, b.st_mtime_ns)
+
+
+def _unchanged(target: str, original: bytes, status: os.stat_result) -> None:
+    """Raise FixWriteError when ``target`` is no longer what was read (edited meanwhile)."""
+    try:
+        now = os.stat(target)
+        with open(target, "rb") as fh:
+            content = fh.read(len(original) + 1)
+    except OSError as exc:
+        raise FixWriteError(f"cannot write it: {exc.strerror or exc}") from None
+    if not _same_file(now, status) or content != original:
+        raise FixWriteError("it changed since it was read; left alone (run --fix again)")
+
+
+def write_fixed(path: str, original: bytes, fixed: bytes, status: os.stat_result) -> None:
+    """Replace the file ``path`` (its target, when a symlink) with ``fixed``, atomically.
+
+    ``original`` and ``status`` are what was read: a file changed since is refused. The
+    new content goes to a temporary file in the target's directory, gets the target's
+    mode and owner, is flushed to disk, and is renamed over the target (then the
+    directory is synced): any crash leaves the old file or the new one, never a mix.
+    Raises :class:`FixWriteError` (the file is then untouched)."""
+    target = os.path.realpath(path)
+    why = refusal(target, status)
+    if why is not None:
+        raise FixWriteError(why)
+    _unchanged(target, original, status)
+    directory = os.path.dirname(target) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".gpugate-tmp",
+                                   dir=directory)
+    except OSError as exc:
+        raise FixWriteError(f"cannot write it: cannot create a temporary file in {directory}: "
+                            f"{exc.strerror or exc}") from None
+    try:
         try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(fixed)
+                fh.flush()
+                os.fchmod(fh.fileno(), stat.S_IMODE(status.st_mode))
+                _keep_owner(fh.fileno(), status)
+                os.fsync(fh.fileno())
+            _unchanged(target, original, status)  # the last look before the rename
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise FixWriteError(f"cannot write it: {exc.strerror or exc}") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
         except OSError:
             pass
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise
+    _sync_directory(directory)
+
+
+def _keep_owner(fd: int, status: os.stat_result) -> None:
+    current = os.fstat(fd)
+    if (current.st_uid, current.st_gid) == (status.st_uid, status.st_gid):
+        return
+    try:
+        os.fchown(fd, status.st_uid, status.st_gid)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EACCES):
+            raise
+        raise FixWriteError(f"cannot keep its owner ({status.st_uid}:{status.st_gid}) in a new file: "
+                            "left alone") from None
+
+
+def _sync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def unified_diff(original: str, fixed: str, name: str) -> str:
+    """A unified diff of ``original`` to ``fixed`` that shows exactly what is written: line
+    endings stay in the lines, and a last line without one is marked as ``diff`` does."""
+    out: list[str] = []
+    for line in difflib.unified_diff(original.splitlines(keepends=True), fixed.splitlines(keepends=True),
+                                     fromfile=name, tofile=name):
+        out.append(line)
+        if not line.endswith("\n"):
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def plan_fix(text: bytes, name: str, policy: Policy, *, diff: bool = False, stdin: bool = False,
+             status: os.stat_result | None = None, stderr: TextIO | None = None,
+             stdout: TextIO | None = None) -> tuple[bytes, int]:
+    """(fixed content, documents changed) of one input, writing nothing. With ``diff`` the
+    unified diff of what would be written is printed (and, on stderr, why the file would
+    be left alone, if it would)."""
+    err = stderr or sys.stderr
+    try:
+        original = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        print(f"gpugate: --fix: {name}: not UTF-8 text, left alone ({exc.reason} at byte {exc.start})",
+              file=err)
+        return text, 0
+    result = fix_text_result(original, policy)
+    for problem in result.problems:
+        print(f"gpugate: --fix: {name}: {problem}", file=err)
+    if not result.modified:
+        return text, 0
+    fixed = result.text.encode("utf-8")
+    if diff:
+        why = None if stdin or status is None else refusal(os.path.realpath(name), None)
+        if why is not None:
+            print(f"gpugate: --fix: {name}: would not be written: {why}", file=err)
+        else:
+            out = stdout or sys.stdout
+            out.write(unified_diff(original, result.text, name))
+            out.flush()
+    return fixed, len(result.changed)
 
 
 def fix_input(text: bytes, name: str, policy: Policy, diff: bool,
               stdout: TextIO | None = None, stderr: TextIO | None = None) -> bytes:
     """``--fix`` for one input: returns the fixed content (the original when nothing changes).
 
-    A file is written only when its content changes; with ``diff`` a unified diff is
-    printed and nothing is written. ``-`` (stdin) with ``--fix`` prints the fixed YAML.
-    """
+    A file is written only when its content changes (see :func:`write_fixed`); with
+    ``diff`` a unified diff is printed and nothing is written. ``-`` (stdin) with
+    ``--fix`` prints the fixed YAML."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     display = "<stdin>" if name == "-" else name
-    try:
-        original = text.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        print(f"gpugate: --fix: {display}: not UTF-8 text, left alone ({exc.reason} at byte {exc.start})",
-              file=err)
-        return text
-    result = fix_text_result(original, policy)
-    for problem in result.problems:
-        print(f"gpugate: --fix: {display}: {problem}", file=err)
-    fixed = result.text.encode("utf-8") if result.modified else text
-    if diff:
-        if result.modified:
-            out.writelines(difflib.unified_diff(original.splitlines(keepends=True),
-                                                result.text.splitlines(keepends=True),
-                                                fromfile=display, tofile=display))
-            if not result.text.endswith("\n"):
-                out.write("\n")
-        return fixed
-    if name == "-":
-        out.write(result.text)
-        out.flush()
-        return fixed
-    if result.modified:
+    status = None
+    if name != "-" and not diff:
         try:
-            _write_atomically(name, fixed)
-            count = len(result.changed)
-            print(f"gpugate: --fix: wrote {display} ({count} document{'s' if count != 1 else ''} changed)",
-                  file=err)
+            status = os.stat(name)
         except OSError as exc:
             print(f"gpugate: --fix: cannot write {display}: {exc.strerror or exc}", file=err)
+            return text
+    fixed, changed = plan_fix(text, display, policy, diff=diff, stdin=name == "-", status=status,
+                              stderr=err, stdout=out)
+    if name == "-":
+        if not diff:
+            out.write(fixed.decode("utf-8", "replace"))
+            out.flush()
+        return fixed
+    if changed and not diff and status is not None:
+        try:
+            write_fixed(name, text, fixed, status)
+            plural = "s" if changed != 1 else ""
+            print(f"gpugate: --fix: wrote {display} ({changed} document{plural} changed)", file=err)
+        except FixWriteError as exc:
+            print(f"gpugate: --fix: {display}: {exc}", file=err)
+            return text
     return fixed

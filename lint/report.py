@@ -63,6 +63,10 @@ class Report:
     documents: int = 0
     skipped: int = 0
     results: list[FileResult] = field(default_factory=list)
+    # Not in the summary (its keys are a contract): what makes the exit code 2 although the
+    # report is complete. Each one is also a finding on its file.
+    io_errors: int = 0          # unreadable inputs, directories that cannot be walked, failed writes
+    internal_errors: int = 0    # a bug of gpugate's met on one file or document (the run went on)
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.finding.severity == severity)

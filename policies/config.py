@@ -42,12 +42,36 @@ DEFAULT_POLICY: dict[str, Any] = {
         "groupSizeAnnotation": "metax-tech.com/gpu-group-size",
         "atomicGroupSizeAnnotation": "metax-tech.com/atomic-gpu-group-size",
         "supernodeLabels": ["nvidia.com/gpu.clique"],
+        # What pins a GPU model besides the product labels of `resources` (GG104): a
+        # nodeSelector or required node affinity `In` on one of these node labels, or one
+        # of these annotations on the pod template.
+        "modelPins": {
+            "nodeLabels": [
+                "nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
+                "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type",
+                "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-family",
+                "karpenter.azure.com/sku-gpu-name", "k8s.amazonaws.com/accelerator",
+                "gpu.nvidia.com/class", "gpu.nvidia.com/model", "amd.com/gpu.product-name", "accelerator",
+            ],
+            "annotations": ["nvidia.com/use-gputype"],
+        },
+    },
+    # Facts of the platform the cluster runs on.
+    "platform": {
+        # The ExtendedResourceToleration admission plugin (GKE runs it): a pod requesting an
+        # extended resource tolerates `<resource>:NoSchedule` taints. auto: on for a
+        # snapshot whose nodes carry GKE labels.
+        "extendedResourceToleration": "auto",
     },
     "queues": {"require": False},
     "feasibility": {
         "mode": "enforce",
         "autoscaling": False,
-        "staleAfterSeconds": 30,
+        # A live topology not confirmed by the API server for longer than this is stale:
+        # no capacity verdict from it, GG406 says so (a warning, or with whenStale: deny,
+        # an error that refuses the workload).
+        "staleAfterSeconds": 5,
+        "whenStale": "warn",
         "budgetMilliseconds": 200,
     },
     "rules": {},
@@ -85,7 +109,15 @@ SCHEMA: dict[str, Any] = {
                 "groupSizeAnnotation": {"type": "string", "minLength": 1},
                 "atomicGroupSizeAnnotation": {"type": "string", "minLength": 1},
                 "supernodeLabels": _STR_LIST,
+                "modelPins": {
+                    "type": "object", "additionalProperties": False,
+                    "properties": {"nodeLabels": _STR_LIST, "annotations": _STR_LIST},
+                },
             },
+        },
+        "platform": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"extendedResourceToleration": {"enum": ["auto", True, False]}},
         },
         "queues": {
             "type": "object", "additionalProperties": False,
@@ -97,6 +129,7 @@ SCHEMA: dict[str, Any] = {
                 "mode": {"enum": ["off", "warn", "enforce"]},
                 "autoscaling": {"type": "boolean"},
                 "staleAfterSeconds": {"type": "number", "exclusiveMinimum": 0},
+                "whenStale": {"enum": ["warn", "deny"]},
                 "budgetMilliseconds": {"type": "number", "exclusiveMinimum": 0},
             },
         },

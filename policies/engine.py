@@ -153,11 +153,12 @@ def _internal_error(rule: Rule, exc: Exception, ref: ObjectRef | None) -> Proble
 
 
 def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
-             deadline: float | None = None, previous: Any = None) -> Evaluation:
+             deadline: float | None = None, previous: Any = None, checks: bool = True) -> Evaluation:
     """Mutate, then validate the mutated object, as the API server would see it.
 
     ``previous``: for an UPDATE, the object as stored; then only what the update changes is
-    mutated and judged (README "Lifecycle")."""
+    mutated and judged (README "Lifecycle"). ``checks=False``: the mutations alone (what a
+    mutating webhook answers; the validating one judges the result)."""
     if not is_kubernetes_object(doc):
         return Evaluation(skipped=True)
     ref = object_ref(doc)
@@ -184,10 +185,12 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
     ctx = Context(policy, clusters, {}, deadline, change)
     result = Evaluation(ref, workload)
     mutating, checking = _rules_to_run(policy, ignored, topology=clusters is not None)
+    if not checks:
+        checking = []
     patchable = _patchable(workload, change)
 
     current = doc
-    for rule in mutating:
+    for index, rule in enumerate(mutating):
         changed_doc = False
         for item in _mutations(rule, workload, ctx, ref):
             if isinstance(item, Problem):  # internal error
@@ -200,18 +203,22 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
                     continue  # a template the update leaves alone, or one that cannot change
             result.findings.append(_finding(rule, problem, ref, policy))
             if ops:
+                result.patch.extend(ops)
+                if not checks and index + 1 == len(mutating):
+                    continue  # the patch is the answer: nothing reads the patched object
                 if current is doc:
                     current = clone(doc)
                 apply_patch(current, ops, in_place=True)
-                result.patch.extend(ops)
                 changed_doc = True
-        if changed_doc:  # the next mutating rule, and the checks, see the object as patched so far
+        # the next mutating rule, and the checks, see the object as patched so far
+        if changed_doc and (checking or index + 1 < len(mutating)):
             try:
                 workload = build_workload(current) or workload
             except ShapeError:  # our own patch never breaks the shape; keep the last good model
                 pass
             ctx.cache.clear()
-    result.mutated = current if result.patch else None
+    # (without checks, the last rule's patch is not applied: ``mutated`` is not the whole truth)
+    result.mutated = current if result.patch and checks else None
     result.workload = workload
 
     for rule in checking:
@@ -226,7 +233,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
                 result.findings.append(_finding(rule, problem, ref, policy))
         except Exception as exc:  # noqa: BLE001 - a rule bug must not take the front end down
             result.findings.append(_finding(rule, _internal_error(rule, exc, ref), ref, policy))
-    for check in policy.custom_checks:
+    for check in policy.custom_checks if checks else ():
         if check.id in ignored or check.slug in ignored:
             continue
         for finding in check.evaluate(workload, ref, policy):

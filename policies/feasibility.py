@@ -165,6 +165,8 @@ class FitQuestion:
     # An UPDATE that keeps its queue: the queue admitted it, its existence and state are
     # not judged again (a queue closed since must not block a running job's edits).
     queue_admitted: bool = False
+    # platform.extendedResourceToleration: "on", "off", or "auto" (on for GKE snapshots)
+    extended_toleration: str = "off"
     _key: tuple[Any, ...] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
 
@@ -178,7 +180,7 @@ class FitQuestion:
                None if groups is None else (groups.size, groups.atomic, groups.size_path, groups.atomic_path,
                                             groups.gpu_pod_sets),
                self.gpu_resources, self.supernode_labels, self.autoscaling, self.label_keys,
-               self.own, self.queue_admitted)
+               self.own, self.queue_admitted, self.extended_toleration)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -485,13 +487,16 @@ def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
                                    for k in _signature_label_keys(signature, placement)}))
     gpu_names = policy.gpu_resources
     requests = {id(d.units): d.units for d in demands}.values()
+    mode = extended_toleration_mode(policy)
+    if mode == "auto" and not any(d.placement.get(_EXTENDED) for d in demands):
+        mode = "off"  # nothing for the plugin to add: the answer does not depend on it
     return FitQuestion(
         demands=tuple(demands), flexible_min=flexible, queue=queue, namespace=namespace,
         groups=groups,
         gpu_resources=frozenset(r for units in requests for r, v in units if v > 0 and r in gpu_names),
         supernode_labels=tuple(policy.gpu.get("supernodeLabels", [])),
         autoscaling=bool(policy.feasibility.get("autoscaling")),
-        label_keys=label_keys)
+        label_keys=label_keys, extended_toleration=mode)
 
 
 def _volcano_queue(workload: Workload) -> QueueRef | None:
@@ -535,19 +540,118 @@ def _required_affinity(spec: Mapping[str, Any]) -> Any:
         isinstance(node_affinity, Mapping) else None
 
 
-def _placement_parts(spec: Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
+def _placement_parts(spec: Mapping[str, Any]) -> tuple[Any, ...]:
     """(tolerations, nodeSelector, required node affinity, nodeName) of a pod spec, as
-    written: everything eligibility reads, in :func:`_signature`'s order."""
-    return spec.get("tolerations"), spec.get("nodeSelector"), _required_affinity(spec), spec.get("nodeName")
+    written: everything eligibility reads, in :func:`_signature`'s order; then, only for a
+    pod that requests extended resources, their names (:func:`extended_resources`), which
+    the ExtendedResourceToleration plugin turns into tolerations where it runs."""
+    parts = (spec.get("tolerations"), spec.get("nodeSelector"), _required_affinity(spec),
+             spec.get("nodeName"))
+    extended = spec.get(_EXTENDED)  # a placement (a pod spec of its own) keeps them
+    extended = tuple(extended) if isinstance(extended, (list, tuple)) else extended_resources(spec)
+    return (*parts, extended) if extended else parts
 
 
-def _placement_of(tolerations: Any, selector: Any, required: Any, node_name: Any) -> dict[str, Any]:
+def _placement_of(tolerations: Any, selector: Any, required: Any, node_name: Any,
+                  extended: Any = None) -> dict[str, Any]:
     """The parts of a pod spec that decide which nodes it may use (what
     :func:`eligible_mask` reads, from :func:`_placement_parts`), as a pod spec of its own."""
     placement = {"tolerations": tolerations, "nodeSelector": selector, "nodeName": node_name}
     if required is not None:
         placement["affinity"] = {"nodeAffinity": {_REQUIRED: required}}
+    if extended:
+        placement[_EXTENDED] = tuple(extended)
     return placement
+
+
+# -- the ExtendedResourceToleration admission plugin ---------------------------------------
+#
+# Upstream (plugin/pkg/admission/extendedresourcetoleration): on CREATE and UPDATE of a Pod,
+# every resource name in the requests of its containers and init containers that is an
+# extended resource (it has a domain, the domain is not *kubernetes.io, and it does not
+# start with `requests.`) gets the toleration {key: <name>, operator: Exists, effect:
+# NoSchedule}. Requests are defaulted from limits before admission, so limits count too;
+# the amount does not matter (0 counts); pod overhead does not. GKE runs the plugin.
+
+_EXTENDED = "gpugate.io/extendedResources"   # placement key: not a pod spec field
+# Node labels every GKE node carries: a snapshot with them is a GKE cluster.
+GKE_NODE_LABELS = ("cloud.google.com/gke-nodepool", "cloud.google.com/gke-os-distribution",
+                   "cloud.google.com/gke-boot-disk")
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' ``IsExtendedResourceName``: a domain-prefixed name outside
+    ``kubernetes.io`` that is not a quota name (``requests.*``)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def extended_resources(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The extended resources a pod spec's containers and init containers request (or
+    limit: requests default from limits), sorted, each once: what the plugin tolerates."""
+    names: set[str] = set()
+    for group in ("containers", "initContainers"):
+        containers = spec.get(group)
+        if not isinstance(containers, list):
+            continue
+        for container in containers:
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            if not isinstance(resources, Mapping):
+                continue
+            for part in ("requests", "limits"):
+                values = resources.get(part)
+                if isinstance(values, Mapping):
+                    for name in values:
+                        if isinstance(name, str) and is_extended_resource(name):
+                            names.add(name)
+    return tuple(sorted(names))
+
+
+def implied_tolerations(names: Sequence[str]) -> list[dict[str, str]]:
+    """The tolerations the plugin adds for the extended resources ``names``."""
+    return [{"key": name, "operator": "Exists", "effect": "NoSchedule"} for name in names]
+
+
+def extended_toleration_mode(policy: Policy) -> str:
+    """``platform.extendedResourceToleration`` as "on", "off" or "auto"."""
+    value = (policy.data.get("platform") or {}).get("extendedResourceToleration", "auto")
+    return "on" if value is True else "off" if value is False else "auto"
+
+
+def runs_extended_toleration(mode: str, topo: Topology) -> bool:
+    """Whether pods are judged with the plugin's tolerations on ``topo``: ``on``, or
+    ``auto`` and some node carries a GKE label (cached until those labels or the nodes change)."""
+    if mode != "auto":
+        return mode == "on"
+    key = ("gke",)
+    versions = topo.versions(GKE_NODE_LABELS)
+    cached = topo.cached(key, versions)
+    if cached is None:
+        n = topo.slots
+        cached = (any(bool((topo.label_exists(k)[:n] & topo.live[:n]).any()) for k in GKE_NODE_LABELS),)
+        topo.remember(key, versions, cached)
+    return bool(cached[0])
+
+
+_WITH_PLUGIN: dict[str, tuple[str, dict[str, Any]]] = {}
+
+
+def _with_plugin(demand: Demand) -> Demand:
+    """``demand`` as the plugin leaves its pods: the implied tolerations added, under a
+    signature of its own (every cache keyed by signature tells the two apart)."""
+    extended = demand.placement.get(_EXTENDED)
+    if not extended:
+        return demand
+    found = _WITH_PLUGIN.get(demand.signature)
+    if found is None:
+        if len(_WITH_PLUGIN) >= 4096:    # bounded: one-off placements must not pile up
+            _WITH_PLUGIN.clear()
+        placement = dict(demand.placement)
+        tolerations = placement.get("tolerations")
+        placement["tolerations"] = [*(tolerations if isinstance(tolerations, list) else []),
+                                    *implied_tolerations(extended)]
+        found = _WITH_PLUGIN[demand.signature] = (demand.signature + "\x00+ExtendedResourceToleration",
+                                                  placement)
+    return dataclasses.replace(demand, signature=found[0], placement=found[1])
 
 
 def _signature(spec: Mapping[str, Any]) -> str:
@@ -873,7 +977,9 @@ class _Caps:
             cap[rows] = self.by_key[key].capacity(local, mask[rows])
 
 
-def _sets(topo: Topology, demands: Sequence[Demand]) -> list[_Set]:
+def _sets(topo: Topology, demands: Sequence[Demand], plugin: bool = False) -> list[_Set]:
+    if plugin:  # the ExtendedResourceToleration plugin runs: its tolerations count
+        demands = [_with_plugin(d) for d in demands]
     out = []
     # Pod sets of one template (master and workers) share their eligibility, and their
     # request (one units object, see :func:`_shared`): both are worked out once.
@@ -2044,6 +2150,8 @@ def _memo_versions(topo: Topology, question: FitQuestion) -> tuple[Any, ...]:
     """What the answer to ``question`` depends on in ``topo``: every counter but the
     labels of keys neither its eligibility nor its supernodes read."""
     versions = topo.state_versions(question.label_keys)
+    if question.extended_toleration == "auto":  # the answer depends on whether the nodes are GKE's
+        versions = (*versions, *topo.versions(GKE_NODE_LABELS)[3:])
     if question.groups is not None:
         return (*versions, topo.supernode_versions(question.supernode_labels))
     return versions
@@ -2099,10 +2207,15 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
 def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     """The verdict, from the question and the topology alone (nothing else to read)."""
     if topo.n_nodes == 0:
+        # Queues are known without nodes: a missing or closed queue is proven all the same.
+        queue = _queue_checks(question.queue, topo, {}, question.autoscaling, question.own,
+                              question.queue_admitted) if topo.queues else None
+        if queue is not None and queue.verdict == Verdict.NEVER:
+            return queue
         return Outcome("", Verdict.UNKNOWN, "GG406", "the cluster snapshot has no nodes")
     demands = question.demands
     autoscaling = question.autoscaling
-    sets = _sets(topo, demands)
+    sets = _sets(topo, demands, runs_extended_toleration(question.extended_toleration, topo))
     hard = [d.hard for d in demands]
     want = [d.want for d in demands]
     flexible = question.flexible_min
@@ -2271,14 +2384,19 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
     deadline = ctx.deadline
     if deadline is None:
         deadline = now + float(options.get("budgetMilliseconds", 200)) / 1000
-    stale_after = float(options.get("staleAfterSeconds", 30))
+    stale_after = float(options.get("staleAfterSeconds", 5))
     outcomes = []
     fresh: list[ClusterSnapshot] = []
+    stale = False
     for snapshot in clusters:
         if snapshot.stale(now, stale_after):
+            # A view the API server has not confirmed for staleAfterSeconds (or never: not
+            # synced yet) proves nothing: no verdict from it, and the answer says so aloud.
+            stale = True
             age = now - (snapshot.updated_at or now)
-            what = (f"topology is {age:.0f}s old (staleAfterSeconds {stale_after:g})" if age != float("inf")
-                    else "topology has not been synced yet")
+            what = (f"topology is {age:.0f}s old (staleAfterSeconds {stale_after:g}): queue and capacity "
+                    "rules not applied" if age != float("inf")
+                    else "topology not synced yet: queue and capacity rules not applied")
             outcomes.append(Outcome(snapshot.name, Verdict.UNKNOWN, "GG406", what))
             continue
         fresh.append(snapshot)
@@ -2286,6 +2404,13 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
             outcomes.append(check_cluster(question, snapshot, policy, deadline))
     result = _combine(workload, outcomes, policy) if question is not None or outcomes else \
         Feasibility(Verdict.FITS, [])
+    if stale and result.verdict is Verdict.UNKNOWN:
+        # Never silent: a warning (kubectl prints it), or with whenStale: deny an error that
+        # refuses the workload (fail closed; mode warn never refuses).
+        severity = Severity.ERROR if (options.get("whenStale") == "deny" and options.get("mode") != "warn") \
+            else Severity.WARNING
+        result.problems["GG406"] = [dataclasses.replace(p, severity=severity)
+                                    for p in result.problems.get("GG406", ())]
     if fresh and len(fresh) == len(clusters):
         for pod_set, member in members:
             _judge_member(result, pod_set, member, fresh, policy, deadline)

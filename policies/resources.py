@@ -4,7 +4,8 @@ Per resource: ``max(sum(app containers) + sum(sidecars), max over regular init
 containers i of (init_i + sidecars started before i)) + overhead``, where a sidecar is
 an init container with ``restartPolicy: Always`` (KEP-753). A container that sets a
 limit but no request gets the limit as request: the API server defaults this for Pods
-but not inside templates, so we must.
+but not inside templates, so we must. A null quantity (`cpu: null`) is unset, as the API
+server reads it, not an error.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def _container_requests(container: Mapping[str, Any], base: str, errors: list[tu
         if not isinstance(values, dict):
             continue
         for name, raw in values.items():
+            if raw is None:  # `cpu: null` is valid: the API server reads it as unset
+                continue
             try:
                 # parse_quantity's own first step, without the call: this runs per quantity
                 amount = parse_text(raw) if type(raw) is str else parse_quantity(raw)

@@ -15,7 +15,6 @@ mutating webhook twice).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -31,7 +30,8 @@ from policies.workload import PodSet, Workload, facts_token
 __all__ = [
     "UsageConfig", "usage_config", "workload_usage", "in_scope", "steered_pod_sets", "required_expression",
     "preferred_term", "usage_tolerations", "product_toleration", "pinned_products",
-    "spec_pinned_products", "labels_pin_product",
+    "spec_pinned_products", "labels_pin_product", "model_pin_labels", "spec_pins_model",
+    "annotation_pins_model",
     "Conflict", "usage_conflicts", "usage_patch", "product_patch", "PodSetPatch",
 ]
 
@@ -273,6 +273,56 @@ def _labels_pin(workload: Workload, labels: list[str]) -> bool:
     return False
 
 
+def model_pin_labels(policy: Policy) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(node labels, annotations) of ``gpu.modelPins`` that pin a GPU model (GG104), the
+    node labels after the product labels of ``gpu.resources``; each once."""
+    found: tuple[tuple[str, ...], tuple[str, ...]] | None = policy.memo.get("model_pin_labels")
+    if found is None:
+        pins = policy.gpu.get("modelPins") or {}
+        labels = tuple(dict.fromkeys([*product_labels(policy), *(pins.get("nodeLabels") or [])]))
+        annotations = tuple(dict.fromkeys(pins.get("annotations") or []))
+        found = policy.memo["model_pin_labels"] = (labels, annotations)
+    return found
+
+
+def spec_pins_model(pod_set: PodSet, policy: Policy) -> bool:
+    """Whether the pod spec pins a GPU model: a nodeSelector, or a required node affinity
+    ``In`` expression (in any term, as :func:`pinned_products` reads them), on a label of
+    :func:`model_pin_labels`. In the shared facts (the spec's content and the policy)."""
+    key = ("spec pins model", facts_token(policy.memo))
+    found: bool | None = pod_set.facts.get(key)
+    if found is None:
+        found = pod_set.facts[key] = _spec_pins_model(pod_set, model_pin_labels(policy)[0])
+    return found
+
+
+def _spec_pins_model(pod_set: PodSet, labels: tuple[str, ...]) -> bool:
+    selector = pod_set.spec.get("nodeSelector")
+    if isinstance(selector, dict):
+        for label in labels:
+            value = selector.get(label)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+                return True
+    for _, _, expr in affinity_expressions(pod_set).required:
+        if expr.get("key") in labels and expr.get("operator") == "In" and _values(expr):
+            return True
+    return False
+
+
+def annotation_pins_model(pod_set: PodSet, policy: Policy) -> bool:
+    """Whether the pod template carries an annotation of ``gpu.modelPins.annotations``
+    with a value (HAMi's ``nvidia.com/use-gputype: A100``). Read from the template's
+    metadata, not the shared facts of its spec."""
+    annotations = model_pin_labels(policy)[1]
+    if not annotations or not pod_set.annotations:
+        return False
+    for key in annotations:
+        value = pod_set.annotations.get(key)
+        if isinstance(value, str) and value.strip():
+            return True
+    return False
+
+
 def product_labels(policy: Policy) -> list[str]:
     """The node labels carrying GPU products, each once, in ``gpu.resources`` order."""
     labels: list[str] | None = policy.memo.get("product_labels")
@@ -426,8 +476,12 @@ class _Builder:
     created are folded into that object's ``add`` instead of becoming ops of their own."""
 
     def __init__(self, workload: Workload) -> None:
-        self.work: Any = workload.doc   # copied on the first change: most documents need none
+        # The document as patched so far. Copied along each changed path only (the rest is
+        # shared with the workload's document, which is never written to): most documents
+        # need no change at all, and a change touches a few nodes of a large object.
+        self.work: Any = workload.doc
         self._copied = False
+        self._owned: set[int] = set()   # ids of the containers this builder made or copied
         self.ops: list[PatchOp] = []
         self._created: set[tuple[str, ...]] = set()
         # Nodes found by lookup_in, by path: a pod template is looked into several times.
@@ -465,17 +519,21 @@ class _Builder:
         """Append ``item`` to the list at ``tokens``, creating missing parents (mappings,
         then the list). False when something in the way has the wrong type."""
         self._found.clear()
+        self._own_all(item)   # folded into later: it must never be copied away from its op
         if not self._copied:
-            self.work, self._copied = clone(self.work), True
+            self.work, self._copied = self._copy(self.work), True
         node: Any = self.work
         for depth, token in enumerate(tokens):
             is_last = depth == len(tokens) - 1
             if isinstance(node, list):
                 if not (token.isdigit() and int(token) < len(node)):
                     return False
-                child = node[int(token)]
+                index = int(token)
+                child = node[index]
                 if child is None:
                     return False
+                if isinstance(child, (dict, list)) and id(child) not in self._owned:
+                    child = node[index] = self._copy(child)
                 node = child
                 continue
             if not isinstance(node, dict):
@@ -483,14 +541,18 @@ class _Builder:
             child = node.get(token)
             if child is None:  # missing (or null): create everything from here down
                 value: Any = [item]
+                self._owned.add(id(value))
                 for key in reversed(tokens[depth + 1:]):
                     value = {key: value}
+                    self._owned.add(id(value))
                 node[token] = value
                 here = tuple(tokens[:depth + 1])
                 if not self._inside_created(here):
                     self.ops.append({"op": "add", "path": _pointer(here), "value": value})
                     self._created.add(here)
                 return True
+            if isinstance(child, (dict, list)) and id(child) not in self._owned:
+                child = node[token] = self._copy(child)
             if is_last:
                 if not isinstance(child, list):
                     return False
@@ -500,6 +562,22 @@ class _Builder:
                 return True
             node = child
         return False
+
+    def _copy(self, node: Any) -> Any:
+        """A shallow copy of a container on a changed path, owned by this builder."""
+        copied = dict(node) if isinstance(node, dict) else list(node) if isinstance(node, list) else node
+        self._owned.add(id(copied))
+        return copied
+
+    def _own_all(self, value: Any) -> None:
+        if isinstance(value, dict):
+            self._owned.add(id(value))
+            for child in value.values():
+                self._own_all(child)
+        elif isinstance(value, list):
+            self._owned.add(id(value))
+            for child in value:
+                self._own_all(child)
 
 
 _UNSEEN: Any = object()
@@ -601,7 +679,7 @@ def usage_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
         injected = _inject_usage(builder, builder.enter(pod_set), wanted)
         if injected:
             out.append(PodSetPatch(pod_set, builder.ops[start:], injected))
-    return _decoupled(out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -737,7 +815,7 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
                          (product_toleration(label, product) for label, product in pairs), injected)
         if injected:
             out.append(PodSetPatch(pod_set, builder.ops[start:], injected))
-    return _decoupled(out)
+    return out
 
 
 def _tolerates_pinned(pinned: list[tuple[PodSet, list[tuple[str, str]]]], workload: Workload) -> bool:
@@ -777,8 +855,4 @@ def _spec_pins_tolerated_in_facts(pod_set: PodSet, policy: Policy) -> bool | Non
     return found
 
 
-def _decoupled(patches: list[PodSetPatch]) -> list[PodSetPatch]:
-    """Copy the op values out of the builder's working document, which they share."""
-    for patch in patches:
-        patch.ops = copy.deepcopy(patch.ops)
-    return patches
+

@@ -90,14 +90,28 @@ def expect_count(value: Any, path: str, what: str, default: int | None) -> int |
 
 
 def _string_map(value: Any, path: str, what: str) -> dict[str, str]:
+    """Labels or annotations: strings to strings. A null value is valid (the API server
+    reads it as the empty string; ``kubectl apply`` as "remove"), so it is left out of
+    the map the model reads."""
     mapping = expect_mapping(value, path, what)
+    nulls = False
     for key, item in mapping.items():
         if not isinstance(key, str):
             raise ShapeError(f"{what} keys must be strings, not {_type_name(key)} {key!r}", path)
-        if not isinstance(item, str):
+        if item is None:
+            nulls = True
+        elif not isinstance(item, str):
             raise ShapeError(
                 f"{what} values must be strings: {key} is {_type_name(item)} {item!r} (quote it)",
                 join_pointer(path, key))
+    return without_nulls(mapping) if nulls else mapping
+
+
+def without_nulls(mapping: dict[str, Any]) -> dict[str, Any]:
+    """``mapping`` without its null values (a copy only when it has some)."""
+    for item in mapping.values():
+        if item is None:
+            return {k: v for k, v in mapping.items() if v is not None}
     return mapping
 
 
@@ -141,9 +155,9 @@ class PodSet:
         meta = self.template.get("metadata")
         self.metadata = meta if isinstance(meta, dict) else {}
         annotations = self.metadata.get("annotations")
-        self.annotations = annotations if isinstance(annotations, dict) else {}
+        self.annotations = without_nulls(annotations) if isinstance(annotations, dict) else {}
         labels = self.metadata.get("labels")
-        self.labels = labels if isinstance(labels, dict) else {}
+        self.labels = without_nulls(labels) if isinstance(labels, dict) else {}
 
     def containers(self, init: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
         """(JSON Pointer, container) for every container, init containers first."""
@@ -500,10 +514,11 @@ def _check_template(template: dict[str, Any], path: str, check_spec: bool = True
 
 
 def _is_string_map(value: Any) -> bool:
+    """Labels or annotations as they should be: string keys, string (or null) values."""
     if not isinstance(value, dict):
         return False
     for key, item in value.items():
-        if not isinstance(key, str) or not isinstance(item, str):
+        if not isinstance(key, str) or not (isinstance(item, str) or item is None):
             return False
     return True
 

@@ -12,7 +12,12 @@ reads (``/api/v1/nodes``, ``/api/v1/pods``, ``/apis/<group>/<version>/<plural>``
 - faults on demand: :meth:`expire` (ERROR 410 to open watches, and to watches that
   start before the compaction point), :meth:`drop_watches` (connection cut), ``slow``
   (delay before answering), :meth:`uninstall` (404 as for a CRD that is not installed),
-  ``down`` (503 to everything).
+  ``down`` (503 to everything), :meth:`set_hung` (a server that stops answering while
+  keeping every TCP connection open: requests wait, open watches deliver nothing, as
+  a stopped process or a frozen node; all of it flows again when it resumes);
+- the health endpoints ``/readyz``, ``/livez``, ``/version`` (gpugate's probe of the
+  API server; counted in ``probes``), and ``POST /_fake/expire`` so that a process
+  running the double (benchmarks) can be told to compact from outside.
 
 State changes are made from the test thread (:meth:`add`, :meth:`modify`,
 :meth:`delete`, :meth:`silently_modify`); they run on the server's loop.
@@ -53,6 +58,8 @@ class FakeApiServer:
         self.expire_continue = 0    # this many continued list requests get 410 (token expired)
         self.forbidden: set[str] = set()   # plurals answered 403 (RBAC does not grant them)
         self.down = False
+        self.hung = False           # see set_hung()
+        self.probes = 0             # requests to /readyz, /livez, /version answered
         self.requests: list[tuple[str, str]] = []   # (plural, "list"|"watch")
         self._sorted: dict[str, tuple[int, list[tuple[tuple[str, str], dict[str, Any]]]]] = {}
         self._watches: set[_Watch] = set()
@@ -62,6 +69,7 @@ class FakeApiServer:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
+        self._resumed: asyncio.Event | None = None   # set while not hung (on the server loop)
 
     # -- lifecycle ------------------------------------------------------------------
     @property
@@ -86,7 +94,13 @@ class FakeApiServer:
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+        self._resumed = asyncio.Event()
+        if not self.hung:
+            self._resumed.set()
         app = web.Application()
+        for health in ("/readyz", "/livez", "/version"):
+            app.router.add_get(health, self._health)
+        app.router.add_post("/_fake/expire", self._expire_request)
         app.router.add_get("/api/v1/{plural}", self._handle)
         app.router.add_get("/apis/{group}/{version}/{plural}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
@@ -185,13 +199,14 @@ class FakeApiServer:
 
     def expire(self) -> None:
         """Compact: every open watch gets ERROR 410; older resourceVersions are gone."""
-        def run() -> None:
-            self.compacted = self.rv
-            for plural in self.log:
-                self.log[plural].clear()
-            for watch in list(self._watches):
-                watch.queue.put_nowait((self.rv, "GONE", None))
-        self.call(run)
+        self.call(self._compact)
+
+    def _compact(self) -> None:
+        self.compacted = self.rv
+        for plural in self.log:
+            self.log[plural].clear()
+        for watch in list(self._watches):
+            watch.queue.put_nowait((self.rv, "GONE", None))
 
     def drop_watches(self) -> None:
         def run() -> None:
@@ -213,6 +228,24 @@ class FakeApiServer:
                     watch.queue.put_nowait((self.rv, "DROP", None))
         self.call(run)
 
+    def set_hung(self, hung: bool) -> None:
+        """Stop answering (True) while keeping every connection open, or resume (False):
+        new requests wait without a byte of answer, open watches hold their events back.
+        What a client sees of a stopped (SIGSTOP) or frozen API server, or a network path
+        that drops packets without resetting anything."""
+        def run() -> None:
+            self.hung = hung
+            assert self._resumed is not None
+            if hung:
+                self._resumed.clear()
+            else:
+                self._resumed.set()
+        self.call(run)
+
+    async def _wait_resumed(self) -> None:
+        if self.hung and self._resumed is not None:
+            await self._resumed.wait()
+
     def count(self, plural: str, what: str) -> int:
         return sum(1 for p, w in list(self.requests) if p == plural and w == what)
 
@@ -222,7 +255,21 @@ class FakeApiServer:
         return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                   "message": message, "reason": reason, "code": code}, status=code)
 
+    async def _health(self, request: web.Request) -> web.Response:
+        await self._wait_resumed()
+        if self.down:
+            return web.Response(status=503, text="[-]shutdown failed: reason withheld\nreadyz check failed\n")
+        self.probes += 1
+        if request.path == "/version":
+            return web.json_response({"major": "1", "minor": "28", "gitVersion": "v1.28.7-fake"})
+        return web.Response(text="ok")
+
+    async def _expire_request(self, request: web.Request) -> web.Response:
+        self._compact()
+        return web.Response(text="expired\n")
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        await self._wait_resumed()
         plural = request.match_info["plural"]
         resource = self.resources.get(plural)
         group = request.match_info.get("group", "")
@@ -301,6 +348,7 @@ class FakeApiServer:
                     rv, event, obj = await asyncio.wait_for(watch.queue.get(), max(0.0, end - loop.time()))
                 except TimeoutError:
                     return response  # timeoutSeconds: the server ends the stream cleanly
+                await self._wait_resumed()  # a hung server holds its events back
                 if event == "GONE":
                     await send("ERROR", gone)
                     return response

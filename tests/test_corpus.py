@@ -79,3 +79,92 @@ def test_rules_fire_on_the_corpus(corpus_run: dict[str, Any]) -> None:
     counts = Counter(f["rule"] for f in corpus_run["findings"])
     assert counts["GG001"] >= 11
     assert len(counts) >= 5, counts
+
+
+# -- issue 17: no false findings of the known classes ----------------------------------------
+
+def _documents(corpus_dir: Path, finding: dict[str, Any]) -> Any:
+    import yaml
+
+    text = (corpus_dir / finding["file"]).read_text("utf-8") if not Path(finding["file"]).is_absolute() \
+        else Path(finding["file"]).read_text("utf-8")
+    return list(yaml.safe_load_all(text))[finding["document"]]
+
+
+def _workload_and_pod_set(doc: Any, path: str) -> tuple[Any, Any]:
+    from policies.workload import build_workload
+
+    workload = build_workload(doc)
+    assert workload is not None
+    pod_set = next(p for p in workload.pod_sets if path.startswith(p.spec_path))
+    return workload, pod_set
+
+
+def test_no_false_findings_of_the_classes_of_issue_17(corpus_run: dict[str, Any], corpus_dir: Path) -> None:
+    from policies.config import Policy
+    from policies.gpu import gpus_per_pod
+    from policies.quantity import is_positive
+    from policies.usage import annotation_pins_model, spec_pins_model
+
+    policy = Policy()
+    wrong = []
+    for f in corpus_run["findings"]:
+        rule, message = f["rule"], f["message"]
+        if rule == "GG002" and ("null" in message or "None" in message):
+            wrong.append(f)  # a null label, annotation or quantity is valid
+        elif rule == "GG504" and not message.split(":", 1)[-1].strip():
+            wrong.append(f)
+        elif rule in ("GG104", "GG101"):
+            workload, pod_set = _workload_and_pod_set(_documents(corpus_dir, f), f["path"])
+            pinned = spec_pins_model(pod_set, policy) or annotation_pins_model(pod_set, policy)
+            if rule == "GG104" and pinned:
+                wrong.append(f)
+            gpu = is_positive(gpus_per_pod(pod_set, policy))
+            if rule == "GG101" and not gpu and any(is_positive(gpus_per_pod(p, policy))
+                                                    for p in workload.pod_sets):
+                wrong.append(f)  # a CPU-only member (a launcher, a Ray head) of a GPU workload
+    assert wrong == []
+
+
+GKE_SNAPSHOT = {"apiVersion": "v1", "kind": "List", "items": [
+    {"apiVersion": "v1", "kind": "Node",
+     "metadata": {"name": f"gke-{pool}-{i}", "labels": {
+         "cloud.google.com/gke-nodepool": f"{pool}-pool",
+         "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+         "maip.mxsf.io/node.usage": pool}},
+     "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+     "status": {"allocatable": {"cpu": "10000", "memory": "100Ti", "ephemeral-storage": "100Ti",
+                                "nvidia.com/gpu": "64", "pods": "10000"},
+                "conditions": [{"type": "Ready", "status": "True"}]}}
+    for pool in ("training", "inference", "hybrid") for i in range(64)] + [
+    # CPU nodes of each pool, without the GPU taint: CPU-only pods fit there. (No usage
+    # taints: workloads without a usage, GG103, would be blocked by them, rightly.)
+    {"apiVersion": "v1", "kind": "Node",
+     "metadata": {"name": f"cpu-{pool}", "labels": {"cloud.google.com/gke-nodepool": "cpu",
+                                                   "maip.mxsf.io/node.usage": pool}},
+     "spec": {},
+     "status": {"allocatable": {"cpu": "10000", "memory": "100Ti", "ephemeral-storage": "100Ti",
+                                "pods": "10000"},
+                "conditions": [{"type": "Ready", "status": "True"}]}}
+    for pool in ("training", "inference", "hybrid")]}
+
+
+@pytest.mark.parametrize("setting", ["auto", False])
+def test_gke_tainted_gpu_nodes_are_no_false_gg403_with_the_plugin(corpus_dir: Path, tmp_path: Path,
+                                                                  setting: Any) -> None:
+    import yaml
+
+    cluster = tmp_path / "gke.yaml"
+    cluster.write_text(yaml.safe_dump(GKE_SNAPSHOT))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"platform": {"extendedResourceToleration": setting}}))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        lint_main([str(corpus_dir), "--format", "json", "--no-progress", "--cluster", str(cluster),
+                   "--config", str(policy)])
+    blocked = [f for f in json.loads(out.getvalue())["findings"]
+               if f["rule"] == "GG403" and "nvidia.com/gpu=present" in f["message"]]
+    if setting == "auto":
+        assert blocked == []
+    else:  # the test has teeth: without the plugin, GKE's GPU taint blocks GPU workloads
+        assert len(blocked) > 10

@@ -734,10 +734,13 @@ def test_webhook_reloads_custom_checks_and_keeps_the_last_good_ones(tmp_path: Pa
         allowed, text = verdict()
         assert not allowed and "MYORG002" in text
         edit(LINT_POLICY.replace("uses a foreign image", "uses {nothing}"), 1)
+        # a new content is taken once two looks read the same bytes (not a half-written file)
+        assert hook.call(hook.webhook.policy.maybe_reload) is None
         assert hook.call(hook.webhook.policy.maybe_reload) is False  # refused: unknown placeholder
         allowed, text = verdict()
         assert not allowed and "MYORG002" in text and "uses a foreign image" in text
         edit(LINT_POLICY.replace("severity: error", "severity: warning"), 2)
+        assert hook.call(hook.webhook.policy.maybe_reload) is None
         assert hook.call(hook.webhook.policy.maybe_reload) is True
         allowed, text = verdict()
         assert allowed and "MYORG002" in text  # now a warning

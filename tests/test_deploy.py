@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -365,7 +366,7 @@ def test_deployment_is_restricted_and_wired(rendered: dict[str, list[Obj]]) -> N
     # Probes over HTTPS on the serving port.
     port = next(p for p in container["ports"] if p["name"] == "https")
     assert port["containerPort"] == 8443
-    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/livez")):
         get = container[probe]["httpGet"]
         assert (get["path"], get["scheme"], get["port"]) == (path, "HTTPS", "https")
     # The arguments point at files that really are mounted from the ConfigMap and the Secret.
@@ -419,6 +420,51 @@ def test_deployment_flags_exist_in_gpugate_serve() -> None:
         assert arg.split("=", 1)[0] in result.stdout, arg
 
 
+@needs_kubectl
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_fail_closed_sheds_to_a_denial(rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """Fail-closed refuses an object gpugate did not judge; so does gpugate's own shed answer."""
+    args = one(rendered[overlay], "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert ("--overload-answer=deny" in args) == (overlay in FAIL_CLOSED), args
+
+
+@needs_kubectl
+def test_graceful_stop_settings_add_up(rendered: dict[str, list[Obj]]) -> None:
+    """preStop sleep + gpugate's drain + the in-flight bound fit in the grace period, and the
+    preStop command exists in the image (python:3.11-slim: /bin/sleep; 1.28 has no sleep action)."""
+    pod = one(rendered["base"], "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    command = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[0] == "/bin/sleep"
+    pre_stop = float(command[1])
+    args = container["args"]
+    drain, shutdown = float(flag(args, "--drain-seconds")), float(flag(args, "--shutdown-seconds"))
+    assert pre_stop >= 5 and drain > 0 and shutdown >= 2   # a validating call lasts at most 2 s
+    assert pre_stop + drain + shutdown < pod["terminationGracePeriodSeconds"]
+    assert "python:3.11-slim" in (ROOT / "Dockerfile").read_text()
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", ["base", "overlays/self-signed", "overlays/cert-manager"])
+def test_network_policy_admits_only_the_api_server_range_and_the_scraper(
+        rendered: dict[str, list[Obj]], overlay: str) -> None:
+    objs = rendered[overlay]
+    policy = one(objs, "NetworkPolicy", "gpugate")
+    pod = one(objs, "Deployment")["spec"]["template"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (container,) = pod["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"https": 8443, "metrics": int(flag(container["args"], "--metrics-port"))}
+    webhook_rule, metrics_rule = policy["spec"]["ingress"]
+    assert [p["port"] for p in webhook_rule["ports"]] == [ports["https"]]
+    (source,) = webhook_rule["from"]
+    assert source["ipBlock"]["cidr"] == "0.0.0.0/0" and source["ipBlock"]["except"]  # not the pods
+    assert [p["port"] for p in metrics_rule["ports"]] == [ports["metrics"]]
+    (scraper,) = metrics_rule["from"]
+    assert scraper["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
+
+
 # -- Dockerfile ------------------------------------------------------------------------------
 
 def test_dockerfile_is_multi_stage_non_root_and_runs_gpugate() -> None:
@@ -467,6 +513,9 @@ def https(port: int, path: str, context: ssl.SSLContext, body: bytes | None = No
         conn.close()
 
 
+METRICS_PORT = [free_port()]
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
     pytest.importorskip("webhook.cli", reason="gpugate serve (webhook/cli.py) is not there yet")
@@ -481,6 +530,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path
     with log.open("wb") as log_file:
         process = subprocess.Popen(
             [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--metrics-port", str(METRICS_PORT[0]), "--drain-seconds", "0",
              "--tls-cert", str(certs / "tls.crt"), "--tls-key", str(certs / "tls.key"),
              "--config", str(DEPLOY / "base" / "policy.yaml"), "--cluster", str(cluster)],
             cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -551,11 +601,12 @@ BAD_JOB: Obj = {
 def test_e2e_health_over_tls_trusting_only_the_generated_ca(served: tuple[int, Path], tmp_path: Path) -> None:
     port, certs = served
     context = api_server_context(certs / "ca.crt")
-    # The Deployment's probes and the Prometheus scrape, over the same TLS.
-    for path in ("/healthz", "/readyz"):
+    # The Deployment's probes over TLS; the Prometheus scrape in plain HTTP on its own port.
+    for path in ("/livez", "/healthz", "/readyz"):
         assert https(port, path, context)[0] == 200, path
-    status, metrics = https(port, "/metrics", context)
-    assert status == 200 and b"gpugate_review_duration_seconds" in metrics
+    assert https(port, "/metrics", context)[0] == 404
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT[0]}/metrics", timeout=10) as response:
+        assert response.status == 200 and b"gpugate_review_duration_seconds" in response.read()
     # The certificate is for the Service's names, not for anything else ...
     with pytest.raises(ssl.SSLCertVerificationError):
         https(port, "/healthz", context, hostname="gpugate.other-namespace.svc")

@@ -141,10 +141,12 @@ class Live:
         return response["allowed"], response.get("status", {}).get("message", ""), seconds
 
     def unknown_count(self) -> float:
-        value = self.metrics.registry.get_sample_value(
+        # GG406 at whatever severity it has (info for a spent budget; a warning, or an error
+        # with whenStale: deny, for a stale or unsynced view)
+        return sum(self.metrics.registry.get_sample_value(
             "gpugate_review_findings_total",
-            {"endpoint": "validate", "kind": "Job", "rule": "GG406", "severity": "info"})
-        return value or 0.0
+            {"endpoint": "validate", "kind": "Job", "rule": "GG406", "severity": severity}) or 0.0
+            for severity in ("info", "warning", "error"))
 
     def restarts(self) -> float:
         return sum(sample.value for metric in self.metrics.registry.collect()
@@ -241,7 +243,8 @@ def test_api_server_dies_mid_watch() -> None:
             started = time.monotonic()
             assert_degraded_eventually(live)
             assert time.monotonic() - started < 10 * STALE_AFTER
-            assert live.ready()  # it has synced once; it keeps answering from the last snapshot
+            # stale: no longer a usable view, so not ready (it keeps answering, saying so)
+            assert not live.ready()
     finally:
         if alive:
             server.__exit__(None, None, None)

@@ -520,11 +520,13 @@ def test_autoscaling_makes_only_queue_limits_hard() -> None:
     assert list(found) == ["GG402"], found
 
 
-def test_stale_empty_and_missing_topology_are_info() -> None:
+def test_stale_topology_is_said_aloud_empty_and_missing_are_info() -> None:
     stale = snapshot([node("a", {"cpu": "1"})], updated_at=time.monotonic() - 120)
     found = feasibility_findings(run(cpu_job(1, "8"), [stale]))
+    # a stale view is never a verdict, and never silent: a warning that reaches the answer
     assert (
-        list(found) == ["GG406"] and "120s old" in found["GG406"][0] and found["GG406"][0].startswith("info")
+        list(found) == ["GG406"] and "120s old" in found["GG406"][0]
+        and found["GG406"][0].startswith("warning")
     )
     fresh = snapshot([node("a", {"cpu": "1"})], updated_at=time.monotonic())
     assert list(feasibility_findings(run(cpu_job(1, "8"), [fresh]))) == ["GG403"]

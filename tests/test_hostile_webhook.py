@@ -706,20 +706,28 @@ def test_unfinished_headers_are_closed_after_the_keepalive_timeout(tmp_path: Any
 
 def test_serve_sets_the_keepalive_timeout(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml
-    from aiohttp import web
     from webhook_helpers import make_cert
 
     from webhook.cli import serve_main
+    from webhook.lifecycle import MAX_CONNECTIONS, Serving
     from webhook.server import BODY_TIMEOUT_SECONDS, KEEPALIVE_TIMEOUT_SECONDS
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(web, "run_app", lambda app, **kwargs: seen.update(kwargs))
+
+    async def capture(self: Serving, drain_seconds: float = 0.0) -> None:
+        seen.update(serving=self, drain=drain_seconds)
+
+    monkeypatch.setattr(Serving, "run_until_signalled", capture)
     cert, key = make_cert(tmp_path)
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [gpu_node("n0")]}))
     assert serve_main(["--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster)]) == 0
-    assert seen["keepalive_timeout"] == KEEPALIVE_TIMEOUT_SECONDS
-    assert 90 < KEEPALIVE_TIMEOUT_SECONDS <= 300 and BODY_TIMEOUT_SECONDS <= 10
+    serving = seen["serving"]
+    assert serving.keepalive_timeout == KEEPALIVE_TIMEOUT_SECONDS
+    assert serving.gate.limit == MAX_CONNECTIONS and serving.metrics_port == 9090
+    # longer than Go's 90 s IdleConnTimeout (the API server closes idle connections first),
+    # shorter than the 120 s it was
+    assert 90 < KEEPALIVE_TIMEOUT_SECONDS < 120 and BODY_TIMEOUT_SECONDS <= 10
 
 
 # -- many large uploads at once ---------------------------------------------------------------------------

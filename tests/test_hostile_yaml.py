@@ -191,3 +191,78 @@ def test_memoised_resolver_gives_the_stock_tags() -> None:
         ours = [tags(n, []) for n in yaml.compose_all(text, Loader=_Loader)]
         stock = [tags(n, []) for n in yaml.compose_all(text, Loader=yaml.SafeLoader)]
         assert ours == stock
+
+
+# -- issue 17: fuzzing the whole front end ----------------------------------------------------
+#
+# Arbitrary YAML-like text (fragments of manifests, Helm actions, tags, anchors, flow and
+# block syntax, odd bytes) and hostile structures dumped as YAML, fed to the in-process
+# linter over a temporary directory: every run must give a complete report (every file
+# counted, parseable JSON) and a documented exit code (0, 1, or 2 with a reason), never a
+# traceback. FUZZ_EXAMPLES runs of up to 4 files each, so a few hundred documents a run.
+
+import json as _json  # noqa: E402
+import tempfile  # noqa: E402
+from typing import Any  # noqa: E402
+
+import yaml  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from lint.cli import lint_main  # noqa: E402
+
+FUZZ_EXAMPLES = 300
+FUZZ_STATS = {"runs": 0, "files": 0, "documents": 0}
+
+_TOKENS = ["apiVersion: v1", "apiVersion: batch/v1", "apiVersion: kubeflow.org/v1",
+           "apiVersion: batch.volcano.sh/v1alpha1", "kind: Pod", "kind: Job", "kind: PyTorchJob",
+           "kind: Deployment", "metadata:", "  name: x", "  labels:", "  annotations:", "    a: null",
+           "    b: 1", "spec:", "  replicas: two", "  replicas: -1", "  template:", "    spec:",
+           "      containers:", "      - name: m", "        resources:", "          limits:",
+           "            nvidia.com/gpu: 1", "            nvidia.com/gpu: null", "            cpu: 2 GB",
+           "      tolerations: [{operator: Exists}]", "  tasks: {}", "  pytorchReplicaSpecs:", "    Master:",
+           "---", "...", "{{- if .Values.x }}", "{{ end }}", "{{ $x := 1 }}: y", "? [a, b]", ": c",
+           "&a [*a]", "*a", "!!python/object:os.system x", "!!binary AAAA", "<<: *b", "- [", "- {", "]", "}",
+           "\t", "'", '"', "#", "%YAML 1.2", "key: |", "  block", "? {a: 1}", ": 1", "- - - - -",
+           "\ufeff", "\x00", "\x85", "\u2028", "\r", "[" * 40, "{" * 40]
+
+_lines = st.lists(st.one_of(st.sampled_from(_TOKENS), st.text(max_size=20)), max_size=30)
+_yamlish = _lines.map("\n".join)
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12))
+_hostile = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=8), st.integers()), inner,
+                                                 max_size=4)), max_leaves=25)
+
+
+def _manifest(value: Any) -> str:
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "f"}, "spec": value}
+    return yaml.safe_dump(doc)
+
+
+_file = st.one_of(_yamlish, _hostile.map(_manifest), st.binary(max_size=200))
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(files=st.lists(_file, min_size=1, max_size=4), fix=st.booleans())
+def test_fuzzed_inputs_always_get_a_complete_report(files: list[Any], fix: bool) -> None:
+    import contextlib
+    import io
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, content in enumerate(files):
+            path = f"{tmp}/f{i}.yaml"
+            with open(path, "wb") as fh:
+                fh.write(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+        out, err = io.StringIO(), io.StringIO()
+        args = [tmp, "--format", "json", "--no-progress"] + (["--fix"] if fix else [])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = lint_main(args)
+    data = _json.loads(out.getvalue())
+    assert code in (0, 1), (code, err.getvalue(), data)  # 2 would be an I/O or internal error here
+    assert data["summary"]["files"] == len(files)
+    assert "internal error" not in out.getvalue() + err.getvalue()
+    assert all(f["message"] for f in data["findings"])
+    FUZZ_STATS["runs"] += 1
+    FUZZ_STATS["files"] += len(files)
+    FUZZ_STATS["documents"] += data["summary"]["documents"]

@@ -198,9 +198,11 @@ def test_errors_fail_unless_never(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert run([path, "--fail-on", "never"], capsys)[0] == 0
 
 
-def test_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_file_is_exit_2_and_in_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Every input is in the report (issue 17), a missing one as an error on it.
     code, out, err = run([str(tmp_path / "nope.yaml")], capsys)
-    assert code == 2 and "nope.yaml" in err and out == ""
+    assert code == 2 and "nope.yaml" in err
+    assert "nope.yaml:1:1 error GG001" in out and "No such file" in out and "1 files" in out
 
 
 def test_unreadable_file_is_exit_2_after_the_report(tmp_path: Path,
@@ -209,8 +211,8 @@ def test_unreadable_file_is_exit_2_after_the_report(tmp_path: Path,
     (tmp_path / "d" / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
     code, out, err = run([str(tmp_path / "d")], capsys)
     assert code == 2
-    assert "cannot read" in err and "dangling.yaml" in err
-    assert "1 files, 1 documents" in out
+    assert "cannot read" in err and "dangling.yaml" in err and "broken symbolic link" in err
+    assert "2 files, 1 documents" in out  # the dangling link counts, as an error on it
 
 
 @pytest.mark.parametrize("policy_text", ["usage: {scope: everything}\n", "usage: [unclosed\n",

@@ -385,3 +385,203 @@ def test_forbidden_nodes_keep_the_webhook_unready(server: FakeApiServer) -> None
         assert not live.live.ready() and live.stale(1000.0)
         server.forbidden.discard("nodes")
         assert wait_for(lambda: live.live.ready() and converged(live, server))
+
+
+# -- freshness said aloud, and the watch under faults (issue 16) ---------------------------------------
+#
+# The real defaults where they matter (a 15 s read timeout, the probe every second, backoff to 1 s),
+# short timeouts elsewhere. STALE is the policy's staleAfterSeconds in these tests.
+
+STALE = 2.0
+REAL = WatchOptions(page_size=500, read_timeout=15.0, list_timeout=5.0, crd_retry_seconds=0.2,
+                    heartbeat_seconds=0.02)
+
+
+def stale_policy(**feasibility: Any) -> Policy:
+    from policies.config import policy_from_data
+
+    return policy_from_data({"feasibility": {"staleAfterSeconds": STALE, **feasibility}})
+
+
+def impossible_job() -> dict[str, Any]:
+    """500 CPUs in one pod: no 8-CPU node of the fixture holds it (GG403 on a fresh view)."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big", "namespace": "ml"},
+            "spec": {"template": {"spec": {"containers": [{
+                "name": "c", "image": "x", "resources": {"requests": {"cpu": "500"}}}]}}}}
+
+
+class LiveHook:
+    """The webhook over TLS on a LiveTopology of the double, with ``policy``."""
+
+    def __init__(self, server: FakeApiServer, policy: Policy, options: WatchOptions = REAL) -> None:
+        from webhook_helpers import ServedWebhook
+
+        from webhook.server import PolicySource, Webhook
+
+        configuration = k8s.Configuration()
+        configuration.host = server.url
+        self.live = LiveTopology(watch_api_client(configuration), policy, name="fake", options=options)
+        self.hook = ServedWebhook(webhook=Webhook(policy=PolicySource(policy=policy), topology=self.live))
+
+    def __enter__(self) -> LiveHook:
+        self.hook.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.hook.__exit__(*exc)
+
+    def answer(self, obj: dict[str, Any]) -> dict[str, Any]:
+        from webhook_helpers import post_review, review_for
+
+        status, answer = post_review(self.hook, "validate", review_for(obj))
+        assert status == 200, answer
+        return dict(answer["response"])
+
+    def ready(self) -> bool:
+        return self.hook.request("GET", "/readyz")[0] == 200
+
+    def age(self) -> float:
+        metrics = self.hook.request("GET", "/metrics")[1].decode()
+        line = next(x for x in metrics.splitlines() if x.startswith("gpugate_topology_age_seconds{"))
+        return float(line.rsplit(" ", 1)[1])
+
+
+def judged_never(response: dict[str, Any]) -> bool:
+    return response["allowed"] is False and "GG403" in response["status"]["message"]
+
+
+def says_stale(response: dict[str, Any]) -> bool:
+    """Allowed, with a kubectl warning that names the view's age and what was not checked."""
+    import re
+
+    warnings = response.get("warnings") or []
+    return response["allowed"] is True and any(
+        re.match(r"GG406 feasibility-unknown: topology is \d+s old .*not applied", w) for w in warnings)
+
+
+def test_a_hung_api_server_is_noticed_within_the_bound(server: FakeApiServer) -> None:
+    """The silent outage: the API server stops answering but keeps every connection open
+    (a stopped process, a frozen node). Streams that have delivered stay "open": before
+    the probe, the view counted as fresh until the 15 s read timeout, and again after
+    each re-watch; now it is stale staleAfterSeconds after the last answered probe,
+    /readyz goes 503, /metrics' age climbs, and the answers say so."""
+    with LiveHook(server, stale_policy()) as gate:
+        assert wait_for(lambda: gate.ready() and judged_never(gate.answer(impossible_job())))
+        server.bookmark()        # every stream has delivered something: "streaming"
+        assert wait_for(lambda: all(w.streaming for w in gate.live.watchers if not w.state.skipped))
+        server.set_hung(True)
+        try:
+            # within the bound (plus the probe's second): stale, said aloud, not ready
+            assert wait_for(lambda: says_stale(gate.answer(impossible_job())), timeout=STALE + 3.0)
+            assert not gate.ready()
+            assert gate.age() > STALE
+            assert gate.hook.request("GET", "/healthz")[0] == 200
+        finally:
+            server.set_hung(False)
+        assert wait_for(lambda: gate.ready() and judged_never(gate.answer(impossible_job())), timeout=5.0)
+
+
+def test_stale_view_denies_with_when_stale_deny(server: FakeApiServer) -> None:
+    with LiveHook(server, stale_policy(whenStale="deny")) as gate:
+        assert wait_for(lambda: gate.ready() and judged_never(gate.answer(impossible_job())))
+        server.set_hung(True)
+        try:
+            def denied_stale() -> bool:
+                response = gate.answer(impossible_job())
+                message = response.get("status", {}).get("message", "")
+                return response["allowed"] is False and "GG406" in message and "s old" in message
+            assert wait_for(denied_stale, timeout=STALE + 3.0)
+        finally:
+            server.set_hung(False)
+        assert wait_for(lambda: judged_never(gate.answer(impossible_job())), timeout=5.0)
+
+
+def test_before_the_first_sync_the_answer_says_so(server: FakeApiServer) -> None:
+    server.set_hung(True)   # nothing is ever listed
+    try:
+        with LiveHook(server, stale_policy()) as gate:
+            response = gate.answer(impossible_job())
+            assert response["allowed"] is True
+            assert any(w.startswith("GG406 feasibility-unknown: topology not synced yet")
+                       for w in response.get("warnings") or []), response
+            assert not gate.ready() and gate.age() == float("inf")
+            server.set_hung(False)
+            assert wait_for(lambda: gate.ready() and judged_never(gate.answer(impossible_job())))
+    finally:
+        server.set_hung(False)
+
+
+def test_a_quiet_cluster_stays_fresh_between_bookmarks(server: FakeApiServer) -> None:
+    """No event, no bookmark for several times the bound: the probe keeps the open streams
+    confirmed, nothing is re-listed or re-watched."""
+    with LiveHook(server, stale_policy()) as gate:
+        assert wait_for(gate.ready)
+        watches = server.count("nodes", "watch")
+        lists = server.count("nodes", "list")
+        time.sleep(3 * STALE)
+        assert gate.ready() and gate.age() < STALE and judged_never(gate.answer(impossible_job()))
+        assert server.count("nodes", "watch") == watches and server.count("nodes", "list") == lists
+        assert server.probes >= 3
+
+
+def test_reconnects_within_seconds_of_the_api_servers_return() -> None:
+    """Down long enough for the old backoff to reach 6.4 s; compacted meanwhile (as the real
+    API server's watch cache after a restart: old versions are gone) with changes the
+    watches never heard of, and a few thousand objects: back within about a second, and
+    judging on the new state within a few."""
+    with FakeApiServer() as server:
+        server.add(*(node(f"n{i}") for i in range(400)))
+        server.add(*(pod(f"p{i}", f"n{i % 400}", "100m") for i in range(3000)))
+        with LiveHook(server, stale_policy()) as gate:
+            assert wait_for(lambda: gate.ready() and judged_never(gate.answer(impossible_job())), timeout=20)
+            server.set_down(True)
+            assert wait_for(lambda: gate.age() > STALE, timeout=STALE + 3.0)
+            assert says_stale(gate.answer(impossible_job()))
+            time.sleep(6.5)
+            server.silently_modify("ADDED", node("huge", cpu="512"))   # now the job fits there
+            server.expire()
+            requests = len(server.requests)
+            server.set_down(False)
+            # reconnected: the next list or watch arrives within the (1 s) backoff, not 6 s later
+            assert wait_for(lambda: len(server.requests) > requests, timeout=3.0)
+            assert wait_for(lambda: gate.ready() and gate.answer(impossible_job())["allowed"] is True
+                            and not gate.answer(impossible_job()).get("warnings"), timeout=6.0)
+            assert "huge" in gate.live.snapshot.topology.node_index
+
+
+def test_relist_applies_in_slices_and_never_loses_a_node() -> None:
+    """A relist after 410 Gone is applied on the loop in slices of a few milliseconds (the
+    loop stays free for reviews), and no intermediate state holds fewer nodes than exist
+    (a half-applied relist must not turn into a false "never fits")."""
+    with FakeApiServer() as server:
+        server.add(*(node(f"n{i}") for i in range(1500)))
+        server.add(*(pod(f"p{i}", f"n{i % 1500}", "100m") for i in range(6000)))
+        # a slice budget of 0.1 ms: the loop gets a turn after every few objects
+        with Live(server, WatchOptions(**{**REAL.__dict__, "apply_slice_seconds": 0.0001})) as live:
+            assert wait_for(lambda: live.live.synced() and converged(live, server), timeout=30)
+            fewest: list[int] = []
+            applied = [0]
+            between: list[int] = []   # objects applied between two turns of the sampler
+
+            async def sampler() -> None:
+                seen = 0
+                while True:
+                    fewest.append(len(live.live.snapshot.topology.node_index))
+                    between.append(applied[0] - seen)
+                    seen = applied[0]
+                    await asyncio.sleep(0)
+
+            def counting(apply: Callable[..., None]) -> Callable[..., None]:
+                def run(event: str, obj: dict[str, Any]) -> None:
+                    applied[0] += 1
+                    apply(event, obj)
+                return run
+
+            for watcher in live.live.watchers:
+                watcher._apply = counting(watcher._apply)  # type: ignore[method-assign]
+            task = asyncio.run_coroutine_threadsafe(sampler(), live.loop)
+            server.expire()
+            assert wait_for(lambda: applied[0] >= 7500 and converged(live, server), timeout=30)
+            task.cancel()
+            assert min(fewest) == 1500
+            assert max(between) < 100   # pages of 500 went in as slices

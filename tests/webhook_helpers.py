@@ -87,13 +87,34 @@ class WebhookClient:
     """HTTPS requests to a webhook on ``host:port`` whose certificate is ``cert``.
 
     Keeps one connection alive between requests (not thread-safe: one client per thread).
+    ``GET /metrics`` goes to the metrics port (plain HTTP, ``metrics_port``) when there is one:
+    the HTTPS port does not serve it.
     """
 
-    def __init__(self, host: str, port: int, cert: Path | str) -> None:
+    def __init__(self, host: str, port: int, cert: Path | str, metrics_port: int | None = None) -> None:
         self.host = host
         self.port = port
         self.cert = Path(cert)
+        self.metrics_port = metrics_port
         self._conn: http.client.HTTPSConnection | None = None
+
+    def metrics(self, timeout: float = 10.0) -> str:
+        """The text of ``GET /metrics`` from the metrics port."""
+        status, data, _ = self.plain_request("GET", "/metrics", timeout=timeout)
+        assert status == 200, (status, data[:200])
+        return data.decode()
+
+    def plain_request(self, method: str, path: str, body: bytes | None = None,
+                      timeout: float = 10.0) -> tuple[int, bytes, Any]:
+        """One plain-HTTP request to the metrics port."""
+        assert self.metrics_port is not None, "no metrics port"
+        conn = http.client.HTTPConnection(self.host, self.metrics_port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body)
+            response = conn.getresponse()
+            return response.status, response.read(), response.headers
+        finally:
+            conn.close()
 
     @property
     def url(self) -> str:
@@ -111,6 +132,8 @@ class WebhookClient:
                 headers: dict[str, str] | None = None, timeout: float = 10.0,
                 keep_alive: bool = True) -> tuple[int, bytes, Any]:
         """One HTTPS request: ``(status, body, headers)``, on a kept-alive connection by default."""
+        if path == "/metrics" and method == "GET" and self.metrics_port is not None:
+            return self.plain_request(method, path, body, timeout)
         for attempt in (1, 2):
             conn = self._connection(timeout) if keep_alive else self.connect(timeout)
             try:
@@ -148,7 +171,8 @@ class ServedWebhook(WebhookClient):
 
     def __init__(self, policy: Policy | None = None, clusters: Sequence[Any] | None = None, *,
                  webhook: Any = None, cert_dir: Path | None = None, config_path: str | None = None,
-                 reload_interval: float = 0.2, max_body_bytes: int | None = None) -> None:
+                 reload_interval: float = 0.2, max_body_bytes: int | None = None,
+                 **serving_options: Any) -> None:
         import tempfile
 
         from webhook.admission import MAX_BODY_BYTES
@@ -169,12 +193,13 @@ class ServedWebhook(WebhookClient):
         else:
             webhook.tls = self.tls
         self.webhook = webhook
-        super().__init__("127.0.0.1", free_port(), self.cert)
+        super().__init__("127.0.0.1", free_port(), self.cert, metrics_port=free_port())
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._runner: Any = None
+        self.serving_options = serving_options   # webhook.lifecycle.Serving's keywords
 
     def __enter__(self) -> ServedWebhook:
         self._thread = threading.Thread(target=self._serve, name="webhook-test-server", daemon=True)
@@ -188,7 +213,7 @@ class ServedWebhook(WebhookClient):
     def __exit__(self, *exc: Any) -> None:
         self.close()
         if self.loop is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(10)
+            asyncio.run_coroutine_threadsafe(self._runner.stop(), self.loop).result(15)
             self.loop.call_soon_threadsafe(self.loop.stop)
         if self._thread is not None:
             self._thread.join(10)
@@ -196,15 +221,15 @@ class ServedWebhook(WebhookClient):
             self._tmp.cleanup()
 
     def _serve(self) -> None:
-        from aiohttp import web
+        from webhook.lifecycle import Serving
 
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            self._runner = web.AppRunner(self.webhook.app(), access_log=None)
-            loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls.context)
-            loop.run_until_complete(site.start())
+            # as ``gpugate serve`` serves it (connection cap, buffers, timeouts), in this thread
+            self._runner = Serving(self.webhook, self.host, self.port, self.tls.context,
+                                   metrics_port=self.metrics_port, **self.serving_options)
+            loop.run_until_complete(self._runner.start())
         except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
             self._error = exc
             self._started.set()
@@ -288,11 +313,13 @@ class ServeProcess:
 
     def __init__(self, cert: Path, key: Path, *args: str) -> None:
         self.port = free_port()
+        self.metrics_port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+             "--metrics-port", str(self.metrics_port), "--drain-seconds", "0",
              "--tls-cert", str(cert), "--tls-key", str(key), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parent.parent)
-        self.client = WebhookClient("127.0.0.1", self.port, cert)
+        self.client = WebhookClient("127.0.0.1", self.port, cert, metrics_port=self.metrics_port)
         self.returncode: int | None = None
         self.stderr = ""
 

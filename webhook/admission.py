@@ -354,7 +354,8 @@ def admit(request: dict[str, Any], endpoint: str, policy: Policy, clusters: Sequ
     # /mutate only patches, and mutations never read the topology: skipping the feasibility
     # rules there halves what one object costs (the API server calls both endpoints).
     evaluation = evaluate(_with_request_namespace(obj, request), policy,
-                          None if endpoint == MUTATE else clusters, deadline=deadline, previous=previous)
+                          None if endpoint == MUTATE else clusters, deadline=deadline, previous=previous,
+                          checks=endpoint != MUTATE)
     if evaluation.excluded:
         return Outcome(envelope(uid), "excluded", kind, evaluation=evaluation)
     if evaluation.owned:

@@ -31,6 +31,22 @@ def build_serve_parser() -> argparse.ArgumentParser:
                              "repeat for a fleet")
     parser.add_argument("--log-format", choices=["json", "text"], default="text")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    parser.add_argument("--metrics-port", type=int, default=9090,
+                        help="plain-HTTP port serving GET /metrics only (default: 9090; 0: a free port)")
+    parser.add_argument("--metrics-host", metavar="HOST",
+                        help="address for the metrics port (default: --host)")
+    parser.add_argument("--max-connections", type=int, default=1024, metavar="N",
+                        help="open connections on the webhook port; beyond it new ones are reset at once "
+                             "(default: 1024)")
+    parser.add_argument("--drain-seconds", type=float, default=5.0, metavar="S",
+                        help="after SIGTERM, keep serving reviews this long with /readyz 503 before the "
+                             "listener closes (default: 5)")
+    parser.add_argument("--shutdown-seconds", type=float, default=10.0, metavar="S",
+                        help="then, how long reviews in flight get to finish (default: 10)")
+    parser.add_argument("--overload-answer", choices=["allow", "deny"], default="allow",
+                        help="what /validate answers for a review shed under overload: allow (with the "
+                             "warning 'gpugate: overloaded, not checked', default) or deny (code 429; for "
+                             "fail-closed installations)")
     return parser
 
 
@@ -47,12 +63,12 @@ def _fail(message: str) -> int:
 
 def serve_main(argv: Sequence[str]) -> int:
     args = build_serve_parser().parse_args(argv)
-    from aiohttp import web
+    import asyncio
 
     from policies.config import PolicyError
+    from webhook.lifecycle import Serving
     from webhook.metrics import Metrics
     from webhook.server import (
-        KEEPALIVE_TIMEOUT_SECONDS,
         PolicySource,
         StaticTopology,
         TopologySource,
@@ -67,7 +83,8 @@ def serve_main(argv: Sequence[str]) -> int:
     metrics = Metrics(lambda: holder["topology"].clusters() if "topology" in holder else None)
 
     try:
-        policy = PolicySource(args.config, on_reload=reload_counter(metrics, "config"))
+        policy = PolicySource(args.config, on_reload=reload_counter(metrics, "config"),
+                              on_missing=metrics.reloads.labels("config", "missing").inc)
         tls = ReloadingContext(args.tls_cert, args.tls_key, on_reload=reload_counter(metrics, "certificate"))
     except (PolicyError, TLSConfigError) as exc:
         return _fail(str(exc))
@@ -93,18 +110,21 @@ def serve_main(argv: Sequence[str]) -> int:
         except (ConfigException, OSError) as exc:
             return _fail(f"no Kubernetes API to watch ({exc}); give --kubeconfig, run in a cluster, "
                          "or use --cluster FILE for a static topology")
-        topology = LiveTopology(api_client, policy.policy, name=name, metrics=metrics)
+        topology = LiveTopology(api_client, policy.policy, name=name, metrics=metrics,
+                                policy_source=lambda: policy.policy)
     holder["topology"] = topology
 
-    webhook = Webhook(policy=policy, topology=topology, metrics=metrics, tls=tls)
-    log.info("gpugate webhook listening on https://%s:%d (%s topology)", args.host, args.port,
-             "static" if args.cluster else "live")
+    webhook = Webhook(policy=policy, topology=topology, metrics=metrics, tls=tls,
+                      overload_answer=args.overload_answer)
+    serving = Serving(webhook, args.host, args.port, tls.context, metrics_host=args.metrics_host,
+                      metrics_port=args.metrics_port, max_connections=args.max_connections,
+                      shutdown_seconds=args.shutdown_seconds)
+    log.info("gpugate webhook starting (%s topology)", "static" if args.cluster else "live")
     try:
-        web.run_app(webhook.app(), host=args.host, port=args.port, ssl_context=tls.context,
-                    access_log=None, print=None, shutdown_timeout=5.0,
-                    keepalive_timeout=KEEPALIVE_TIMEOUT_SECONDS)
+        asyncio.run(serving.run_until_signalled(args.drain_seconds))
     except OSError as exc:
-        return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        return _fail(f"cannot listen on {args.host}:{args.port} (metrics: {args.metrics_port}): "
+                     f"{exc.strerror or exc}")
     return 0
 
 

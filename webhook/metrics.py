@@ -10,7 +10,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -28,8 +35,10 @@ class TopologyCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         age = GaugeMetricFamily("gpugate_topology_age_seconds",
-                                "Seconds since the topology was last confirmed by the API server "
-                                "(0 for a static snapshot file)", labels=["cluster"])
+                                "Seconds since the live topology was last confirmed in full by the API "
+                                "server (list, watch event, bookmark, or a probe answered while every "
+                                "watch stream stayed open); +Inf before the first sync; 0 for a static "
+                                "snapshot file", labels=["cluster"])
         objects = GaugeMetricFamily("gpugate_topology_objects", "Objects in the topology snapshot",
                                     labels=["cluster", "kind"])
         memo = CounterMetricFamily("gpugate_feasibility_memo_lookups",
@@ -83,6 +92,23 @@ class Metrics:
         self.reloads = Counter("gpugate_reloads_total",
                                "Reloads of the policy file, the TLS certificate and static cluster snapshots",
                                ["what", "result"], registry=r)
+        # Overload and shutdown (webhook/lifecycle.py, webhook/server.py)
+        self.shed = Counter("gpugate_reviews_shed_total",
+                            "Reviews answered without being checked because gpugate could not judge "
+                            "them within its deadline (reason: waited, in-flight, deadline)",
+                            ["endpoint", "reason"], registry=r)
+        self.offloaded = Counter("gpugate_reviews_offloaded_total",
+                                 "Large reviews evaluated in the worker thread, off the event loop",
+                                 ["endpoint"], registry=r)
+        self.connections_refused = Counter("gpugate_connections_refused_total",
+                                           "Connections closed at once because the connection cap was "
+                                           "reached", registry=r)
+        self.connections = Gauge("gpugate_connections", "Open connections to the webhook port",
+                                 registry=r)
+        self.in_flight = Gauge("gpugate_reviews_in_flight", "Reviews being read, queued or evaluated",
+                               registry=r)
+        self.draining = Gauge("gpugate_draining", "1 from SIGTERM on: not ready, finishing what is in flight",
+                              registry=r)
         r.register(TopologyCollector(clusters))
         self._children: dict[Any, Any] = {}
 

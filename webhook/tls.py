@@ -1,15 +1,26 @@
 """The serving TLS context, reloaded in place when the certificate or key changes on disk.
 
 A Kubernetes Secret mounted as a volume is updated by swapping a symlink, so the files'
-mtimes change; we poll them. A new pair is first loaded into a scratch context from a
+contents change; we poll them. A new pair is first loaded into a scratch context from a
 private copy of both files (so that a half-written pair, cert updated before key, is
 caught); only a pair that loads is put into the live context, whose next handshakes use
-it. Connections already open keep going. A bad pair is logged and the old one kept.
+it. Connections already open keep going.
+
+A new pair takes effect only if it is complete and valid (:func:`check_pair`): both files
+parse, the key is the certificate's, the certificate is within its validity dates, and its
+subjectAltNames still cover every name the current certificate covers (so the API server,
+which checks the SAN against the Service name or URL host, keeps validating). Otherwise the
+old pair stays, an error is logged and ``on_reload(False)`` counts it (``gpugate_reloads_total
+{what="certificate",result="rejected"}``). Files are compared by content, so a touch is not a
+reload, and a changed pair that was rejected is not tried again until it changes again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import hashlib
+import ipaddress
 import logging
 import os
 import ssl
@@ -22,6 +33,69 @@ log = logging.getLogger("gpugate.tls")
 
 class TLSConfigError(ValueError):
     pass
+
+
+class PairRejected(ValueError):
+    """A new certificate/key pair that must not replace the current one."""
+
+
+def certificate_names(cert_pem: bytes) -> frozenset[str]:
+    """The DNS names and IP addresses in the leaf certificate's subjectAltName."""
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return frozenset()
+    names = {n.lower() for n in san.get_values_for_type(x509.DNSName)}
+    names |= {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
+    return frozenset(names)
+
+
+def _covers(names: frozenset[str], wanted: str) -> bool:
+    if wanted in names:
+        return True
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(wanted)
+        return False                      # an address is matched exactly, never by a wildcard
+    head, _, rest = wanted.partition(".")
+    return bool(rest) and f"*.{rest}" in names
+
+
+def check_pair(cert_pem: bytes, key_pem: bytes, must_cover: frozenset[str] = frozenset(),
+               now: dt.datetime | None = None) -> frozenset[str]:
+    """Check a serving pair before it is used; its SAN names, or :class:`PairRejected`.
+
+    The pair must parse (PEM certificate, unencrypted PEM key), the key must be the
+    certificate's, the certificate must be valid now (not expired, not yet valid), and its
+    SANs must cover every name of ``must_cover`` (the names the current certificate serves)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError as exc:
+        raise PairRejected(f"the certificate does not parse ({exc})") from None
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise PairRejected(f"the key does not parse ({str(exc)[:100]})") from None
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*spki) != key.public_key().public_bytes(*spki):  # type: ignore[union-attr]
+        raise PairRejected("the key does not match the certificate")
+    now = now or dt.datetime.now(dt.UTC)
+    if now < cert.not_valid_before_utc:
+        raise PairRejected(f"the certificate is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M}")
+    if now > cert.not_valid_after_utc:
+        raise PairRejected(f"the certificate expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC")
+    names = certificate_names(cert_pem)
+    missing = sorted(n for n in must_cover if not _covers(names, n))
+    if missing:
+        named = ", ".join(sorted(names)[:8]) or "nothing"
+        raise PairRejected(f"the certificate's subjectAltName no longer covers {', '.join(missing[:5])}"
+                           f"{' ...' if len(missing) > 5 else ''} (it names {named})")
+    return names
 
 
 def _new_context() -> ssl.SSLContext:
@@ -37,8 +111,12 @@ def _new_context() -> ssl.SSLContext:
     return context
 
 
-def _mtimes(*paths: str) -> tuple[int, ...]:
-    return tuple(os.stat(p).st_mtime_ns for p in paths)
+def _read_pair(cert_file: str, key_file: str) -> tuple[bytes, bytes]:
+    return Path(cert_file).read_bytes(), Path(key_file).read_bytes()
+
+
+def _digest(pair: tuple[bytes, bytes]) -> bytes:
+    return hashlib.sha256(pair[0] + b"\0" + pair[1]).digest()
 
 
 @contextlib.contextmanager
@@ -73,32 +151,45 @@ class ReloadingContext:
         self.context = _new_context()
         self._on_reload = on_reload
         try:
-            self._seen = _mtimes(cert_file, key_file)
+            pair = _read_pair(cert_file, key_file)
             self.context.load_cert_chain(cert_file, key_file)
         except (OSError, ssl.SSLError) as exc:
             raise TLSConfigError(f"cannot load TLS certificate {cert_file} and key {key_file}: "
                                  f"{exc}") from None
+        self._seen = _digest(pair)
+        try:
+            self.names = check_pair(*pair)
+        except PairRejected as exc:
+            # served anyway (it is what the operator gave us), but said loudly
+            log.error("TLS certificate %s: %s", cert_file, exc)
+            self.names = certificate_names(pair[0])
 
     def maybe_reload(self) -> bool | None:
         """Reload if either file changed: True loaded, False rejected (old kept), None unchanged."""
         try:
-            mtimes = _mtimes(self.cert_file, self.key_file)
+            pair = _read_pair(self.cert_file, self.key_file)
         except OSError as exc:
-            log.warning("TLS files not readable (%s); keeping the current certificate", exc)
+            if self._seen != b"missing":
+                self._seen = b"missing"
+                log.error("TLS files not readable (%s); keeping the current certificate", exc)
+                self._notify(False)
+                return False
             return None
-        if mtimes == self._seen:
+        digest = _digest(pair)
+        if digest == self._seen:
             return None
-        self._seen = mtimes  # try each new version once; a later write triggers another try
+        self._seen = digest  # try each new version once; a later write triggers another try
         try:
-            pair = Path(self.cert_file).read_bytes(), Path(self.key_file).read_bytes()
+            names = check_pair(*pair, must_cover=self.names)
             with _private_copies(*pair) as (cert, key):
                 _new_context().load_cert_chain(cert, key)   # validate the pair first
                 self.context.load_cert_chain(cert, key)     # then swap it into the live context
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, PairRejected) as exc:
             log.error("new TLS certificate %s / key %s rejected (%s); keeping the old pair",
                       self.cert_file, self.key_file, exc)
             self._notify(False)
             return False
+        self.names = names
         log.info("TLS certificate reloaded from %s", self.cert_file)
         self._notify(True)
         return True

@@ -15,13 +15,26 @@ dicts the API serves:
   exponentially; a CRD that is not installed (404) is skipped with one log line and
   retried periodically.
 
-The threads never touch the topology themselves: they pass each change to ``sink``
-(``loop.call_soon_threadsafe`` in the server), so the topology is only ever read and
-written on the event loop thread, in order. ``updated_at`` of the snapshot is the time
-of last confirmed contact (a successful list, an event, a bookmark, a watch stream that
-is open and has delivered, or one that opened and stayed quiet without error); a stream
-that answers garbage confirms nothing. When it falls behind, the feasibility rules
-report GG406 instead of judging.
+The threads never touch the topology themselves: they pass each change to ``sink``,
+which queues it for one task on the event loop (:meth:`LiveTopology._drain`) that applies
+the queue in order, a page of a list in slices of a few milliseconds with the loop free
+for reviews in between; so the topology is only ever read and written on the event loop
+thread, in order, and a relist of 100,000 pods never stalls admission. A relist only
+adds and updates until its last page, and deletes what it did not see at the very end:
+no intermediate state lacks a node that exists (no false "never fits").
+
+Freshness: each kind remembers its last confirmed contact with the API server (a list
+page, a watch event, a BOOKMARK, the opening of a watch stream), and a probe thread
+asks the API server ``GET /readyz`` every second (``probe_seconds``): an answer confirms,
+as of the moment it was asked, every kind whose watch stream was open then and still is
+(the server answers and has not closed the stream: nothing was missed). A server that is
+gone, refuses, stops answering while keeping its connections open, or answers garbage
+confirms nothing, so ``updated_at`` of the snapshot (the oldest kind's contact, or the
+oldest change still waiting to be applied, whichever is older) falls behind at once and
+``feasibility.staleAfterSeconds`` later the feasibility rules answer GG406 instead of
+judging. A stream that answers garbage or ends at once with nothing in it confirms
+nothing. Reconnects back off from 0.2 s to 1 s (jittered), so the watch is back within
+about a second of the API server's return.
 """
 
 from __future__ import annotations
@@ -29,11 +42,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import random
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,6 +72,8 @@ TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 READ_TIMEOUT_SECONDS = 1.0
 
 Sink = Callable[..., None]   # sink(function, *args): run function(*args) where the topology lives
+# A list of at least this many objects holds off full collections, then freezes (GcGuard).
+LARGE_LIST = 2000
 
 
 @dataclass(frozen=True)
@@ -100,16 +117,27 @@ RESOURCES: tuple[Resource, ...] = (
 @dataclass
 class WatchOptions:
     page_size: int = 500
-    connect_timeout: float = 5.0
+    connect_timeout: float = 2.0
     # A watch that stays silent this long is re-opened (cheap: from the last version), so a
-    # half-dead connection is noticed well before the topology counts as stale.
+    # connection that died without a word (a NAT entry dropped) is replaced; the probe below
+    # is what notices an API server that is gone.
     read_timeout: float = 15.0
     list_timeout: float = 60.0
     watch_timeout_seconds: int = 300         # server side: the API server ends the stream
     min_backoff: float = 0.2
-    max_backoff: float = 30.0
+    # Reconnects are tried at most this far apart (jittered 0.8-1.2x): the watch is back
+    # within about a second of the API server's return.
+    max_backoff: float = 1.0
     crd_retry_seconds: float = 60.0
     heartbeat_seconds: float = 0.5
+    # GET /readyz of the API server this often (0: never); an answer within probe_timeout
+    # confirms every kind whose watch stream stayed open meanwhile.
+    probe_seconds: float = 1.0
+    probe_timeout: float = 1.0
+    # A stream that ends (or fails) within this long with nothing valid in it confirmed nothing.
+    min_stream_seconds: float = 1.0
+    # The loop applies queued changes for at most this long before it lets reviews run.
+    apply_slice_seconds: float = 0.005
 
 
 class Gone(Exception):
@@ -233,6 +261,7 @@ class WatchState:
     last_contact: float | None = None
     resource_version: str | None = None
     restarts: dict[str, int] = field(default_factory=dict)
+    stream: int = 0               # how many watch streams were opened (the current one's number)
 
 
 class ResourceWatcher:
@@ -246,7 +275,8 @@ class ResourceWatcher:
 
     def __init__(self, resource: Resource, api_client: k8s.ApiClient, sink: Sink,
                  apply: Callable[[str, dict[str, Any]], None],
-                 options: WatchOptions | None = None, metrics: Metrics | None = None) -> None:
+                 options: WatchOptions | None = None, metrics: Metrics | None = None,
+                 gc_guard: GcGuard | None = None) -> None:
         self.resource = resource
         self.api_client = api_client
         self.options = options or WatchOptions()
@@ -254,11 +284,13 @@ class ResourceWatcher:
         self._sink = sink
         self._apply = apply
         self._metrics = metrics
+        self._gc_guard = gc_guard
         self._known: set[tuple[str, str]] = set()   # (namespace, name) the topology holds
         self._stop = threading.Event()
         self._response: Any = None
         self._thread: threading.Thread | None = None
         self._events = 0   # events and bookmarks seen on the current watch stream
+        self._lock = threading.Lock()   # contact of a stream vs. the probe's confirmation
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -288,6 +320,23 @@ class ResourceWatcher:
         """A watch stream is open and has delivered valid events or bookmarks."""
         return self.state.connected and self._events > 0
 
+    def open_stream(self) -> int | None:
+        """The number of the watch stream open right now, or None (for :meth:`confirm`)."""
+        state = self.state
+        return state.stream if state.connected else None
+
+    def confirm(self, stream: int, at: float) -> bool:
+        """The API server answered a request sent at ``at`` while watch stream ``stream``
+        was open: if it still is, everything up to ``at`` has been seen (the server had not
+        closed the stream, and delivers in order), so ``at`` counts as contact."""
+        with self._lock:
+            state = self.state
+            if not state.connected or state.stream != stream:
+                return False
+            if state.last_contact is None or state.last_contact < at:
+                state.last_contact = at
+            return True
+
     # -- the loop -------------------------------------------------------------------
     def _contact(self) -> None:
         self.state.last_contact = time.monotonic()
@@ -301,9 +350,11 @@ class ResourceWatcher:
         backoff = self.options.min_backoff
         logged_missing = False
         while not self._stop.is_set():
+            listed = False   # this round listed: a 410 now means the server is unwell, back off
             try:
                 if self.state.resource_version is None:
                     self._list()
+                    listed = True
                     if logged_missing:
                         log.info("%s: resource now available, watching it", self.resource.plural)
                         logged_missing = False
@@ -319,7 +370,7 @@ class ResourceWatcher:
                          self.state.resource_version)
                 self.state.resource_version = None
                 self._restart("gone")
-                if not self._events:  # 410 again right after a relist: the server is unwell
+                if listed and not self._events:  # 410 again right after a relist: the server is unwell
                     backoff = self._back_off(backoff)
             except ApiException as exc:
                 # An optional kind we cannot read (CRD not installed, or RBAC does not grant it)
@@ -335,9 +386,10 @@ class ResourceWatcher:
                     self._stop.wait(self.options.crd_retry_seconds)
                     continue
                 if exc.status == 410:
-                    self.state.resource_version = None
                     self._restart("gone")
-                    backoff = self._back_off(backoff)
+                    if listed or self.state.resource_version is None:  # right after (or on) a list
+                        backoff = self._back_off(backoff)
+                    self.state.resource_version = None
                     continue
                 log.warning("%s: API error %s %s; retrying in %.1fs", self.resource.plural, exc.status,
                             (exc.reason or "").strip(), backoff)
@@ -364,42 +416,55 @@ class ResourceWatcher:
         self._sink(self._mark_applied)
 
     def _list(self) -> None:
-        while True:
-            seen: set[tuple[str, str]] = set()
-            version: str | None = None
-            try:
-                for items, page_version in iter_pages(self.api_client, self.resource, self.options):
-                    version = page_version
-                    seen.update(object_key(item) for item in items)
-                    self._known.update(object_key(item) for item in items)
-                    self._sink(self._apply_all, "MODIFIED", items)
-                    self._contact()
-            except ListRestarted:
-                log.info("list of %s: continue token expired, listing again", self.resource.plural)
-                continue
-            break
-        self._prune(seen)
-        self.state.skipped = False
-        self.state.resource_version = version or "0"
-        self.state.synced = True
-        self._sink(self._mark_applied)   # after the pages handed over above: the loop runs them in order
-        self._contact()
+        listed = 0        # objects handed over so far
+        guarded = False   # full collections held off for this list (see GcGuard)
+        try:
+            while True:
+                seen: set[tuple[str, str]] = set()
+                version: str | None = None
+                try:
+                    for items, page_version in iter_pages(self.api_client, self.resource, self.options):
+                        listed += len(items)
+                        if not guarded and listed >= LARGE_LIST and self._gc_guard is not None:
+                            self._gc_guard.enter()
+                            guarded = True
+                        version = page_version
+                        seen.update(object_key(item) for item in items)
+                        self._known.update(object_key(item) for item in items)
+                        self._sink(self._apply_all, "MODIFIED", items)   # applied in slices, in order
+                        self._contact()
+                except ListRestarted:
+                    log.info("list of %s: continue token expired, listing again", self.resource.plural)
+                    continue
+                break
+            self._prune(seen)
+            self.state.skipped = False
+            self.state.resource_version = version or "0"
+            self.state.synced = True
+            self._sink(self._mark_applied)   # after the pages handed over above: the loop runs them in order
+            self._contact()
+        finally:
+            if guarded and self._gc_guard is not None:
+                self._sink(self._gc_guard.leave)   # once this list's pages and prune are in
 
     def _mark_applied(self) -> None:
         """On the loop thread: the list is in the topology, the kind can be judged on."""
         self.state.applied = True
 
     def _prune(self, keep: set[tuple[str, str]]) -> None:
-        """Delete from the topology what it holds of this kind beyond ``keep``."""
-        stale = self._known - keep
-        self._known = set(keep)
+        """Delete from the topology what it holds of this kind beyond ``keep`` (which this
+        watcher owns from now on). A loop in Python, not a set difference: the C one holds
+        the GIL for 40 ms over 100,000 pods, and the event loop with it."""
+        stale = [key for key in self._known if key not in keep]
+        self._known = keep
         if stale:
             stubs = [{"apiVersion": self.resource.api_version, "kind": self.resource.kind,
                       "metadata": {"namespace": ns, "name": name}} for ns, name in stale]
             self._sink(self._apply_all, "DELETED", stubs)
 
     def _apply_all(self, event: str, objects: list[dict[str, Any]]) -> None:
-        """On the loop thread: one call per page rather than one per object."""
+        """On the loop thread: a page of objects (or, from :meth:`LiveTopology._drain`, a
+        slice of one) rather than one call per object."""
         for obj in objects:
             try:
                 self._apply(event, obj)
@@ -417,9 +482,12 @@ class ResourceWatcher:
         response = self.resource.lister(self.api_client)(_preload_content=False, _request_timeout=timeouts,
                                                          **kwargs)
         self._response = response
-        previous_contact = self.state.last_contact
-        self.state.connected = True
-        self._contact()
+        with self._lock:
+            previous_contact = self.state.last_contact
+            opened = time.monotonic()
+            self.state.stream += 1
+            self.state.connected = True
+            self.state.last_contact = opened   # the server answered: the stream is open
         quiet = False
         try:
             for line in _lines(response):
@@ -433,12 +501,15 @@ class ResourceWatcher:
                 return True  # quiet stream: re-watch from the same version, no backoff
             raise
         finally:
-            # A stream that failed or ended at once with nothing in it (a proxy's error page
-            # answered 200, a truncated body) confirmed nothing: it must not keep the
-            # topology fresh while every reconnect fails the same way.
-            if not (quiet or self._events) and time.monotonic() - (self.state.last_contact or 0.0) < 1.0:
-                self.state.last_contact = previous_contact
-            self.state.connected = False
+            with self._lock:
+                # A stream that failed or ended at once with nothing in it (a proxy's error page
+                # answered 200, a truncated body) confirmed nothing, nor did the probe while it
+                # was open: it must not keep the topology fresh while every reconnect fails the
+                # same way.
+                brief = time.monotonic() - opened < self.options.min_stream_seconds
+                if not (quiet or self._events) and brief:
+                    self.state.last_contact = previous_contact
+                self.state.connected = False
             self._response = None
             _close(response)
 
@@ -496,21 +567,72 @@ def _is_read_timeout(exc: BaseException) -> bool:
     return False
 
 
+class GcGuard:
+    """Full garbage collections held off while large lists are applied, then what they
+    built frozen (``gc.freeze``, as :func:`webhook.server.settle_heap` does for snapshot
+    files).
+
+    A full collection visits every container the cyclic collector tracks, with the GIL
+    held: for a topology of 100,000 pods that is about 0.2 s in which no review is
+    answered, and a (re)list of that size would set off several as the heap grows. So
+    while any list of :data:`LARGE_LIST` objects or more is being applied, the oldest
+    generation's threshold is raised out of reach (the young generations are still
+    collected as usual), and when the last one is in: the young generations are collected
+    (cheap) and everything that survives is frozen, out of the collector's sight for good.
+    What a later relist replaces is freed by reference counting (the topology holds no
+    cycles), and only objects created since are ever scanned. The price: a reference cycle
+    that is garbage at the moment of freezing (rare: it has to have reached the oldest
+    generation, during a list) stays until the process ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved: tuple[int, int, int] | None = None
+
+    def enter(self) -> None:
+        """A large list starts (any thread)."""
+        with self._lock:
+            self._active += 1
+            if self._active == 1:
+                self._saved = gc.get_threshold()
+                gc.set_threshold(self._saved[0], self._saved[1], 1 << 30)
+
+    def leave(self) -> None:
+        """A large list is in the topology (on the loop, after its pages)."""
+        with self._lock:
+            self._active = max(0, self._active - 1)
+            if self._active or self._saved is None:
+                return
+            gc.collect(1)
+            gc.freeze()
+            gc.set_threshold(*self._saved)
+            self._saved = None
+
+
 class LiveTopology:
     """The live cluster as one ``ClusterSnapshot``, kept current by one watcher per kind.
 
     Implements the server's ``TopologySource``: :meth:`start` on the event loop starts
-    the threads and a heartbeat that maintains ``updated_at``.
+    the threads, the probe of the API server, the task that applies their changes in
+    order (:meth:`_drain`) and a heartbeat that maintains ``updated_at``.
+
+    ``policy`` is the policy the topology is built with; ``policy_source``, when given,
+    returns the policy in force now (reloads), whose ``feasibility.staleAfterSeconds``
+    :meth:`ready` reads.
     """
 
     def __init__(self, api_client: k8s.ApiClient, policy: Policy | None = None, name: str = "cluster",
                  resources: Iterable[Resource] = RESOURCES, options: WatchOptions | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 policy_source: Callable[[], Policy] | None = None) -> None:
         from policies.topology import ClusterSnapshot, Topology
 
         self.api_client = api_client
         self.options = options or WatchOptions()
         self.metrics = metrics
+        self.policy = policy
+        self.policy_source = policy_source
         # Never synced: as stale as can be, so that nothing is judged on an empty cluster.
         self.snapshot = ClusterSnapshot(name=name, topology=Topology.from_objects([], policy),
                                         updated_at=float("-inf"))
@@ -518,6 +640,15 @@ class LiveTopology:
         self.watchers: list[ResourceWatcher] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._drainer: asyncio.Task[None] | None = None
+        # (queued at, function, args): changes from the threads, applied in order by _drain
+        self._pending: deque[tuple[float, Callable[..., None], tuple[Any, ...]]] = deque()
+        self._work: asyncio.Event | None = None
+        self._probe_thread: threading.Thread | None = None
+        self._probe_stop = threading.Event()
+        self.probe_path = "/readyz"
+        self.last_probe_ok: float | None = None   # when the last answered probe was sent
+        self.gc_guard = GcGuard()
 
     def clusters(self) -> list[Any]:
         self.refresh_updated_at()  # exact at review time (a few attribute reads), not a beat late
@@ -533,14 +664,39 @@ class LiveTopology:
             api.get_namespaced_custom_object, group, version, namespace, resource, name,
             _request_timeout=READ_TIMEOUT_SECONDS))
 
-    def ready(self) -> bool:
+    def stale_after(self) -> float:
+        """``feasibility.staleAfterSeconds`` of the policy in force."""
+        policy = self.policy_source() if self.policy_source is not None else self.policy
+        if policy is None:
+            from policies.config import DEFAULT_POLICY
+
+            return float(DEFAULT_POLICY["feasibility"]["staleAfterSeconds"])
+        return float(policy.feasibility.get("staleAfterSeconds", 5))
+
+    def synced(self) -> bool:
+        """Every kind has been listed and is in the topology (or is skipped: CRD not installed)."""
         return bool(self.watchers) and all(w.state.applied for w in self.watchers)
 
+    def age(self) -> float:
+        """Seconds since the view was last confirmed in full (``inf`` before the first sync)."""
+        self.refresh_updated_at()
+        updated = self.snapshot.updated_at
+        return float("inf") if updated is None or updated == float("-inf") else \
+            max(0.0, time.monotonic() - updated)
+
+    def ready(self) -> bool:
+        """A usable view: synced, and confirmed within ``feasibility.staleAfterSeconds``.
+        Never asks the API server: a few attribute reads."""
+        return self.synced() and self.age() <= self.stale_after()
+
     def _sink(self, function: Callable[..., None], *args: Any) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # loop closing during shutdown
-                loop.call_soon_threadsafe(self._guarded, function, *args)
+        """From a watch thread: queue ``function(*args)`` for the loop (:meth:`_drain`)."""
+        loop, work = self._loop, self._work
+        if loop is None or work is None or loop.is_closed():
+            return
+        self._pending.append((time.monotonic(), function, args))
+        with contextlib.suppress(RuntimeError):  # loop closing during shutdown
+            loop.call_soon_threadsafe(work.set)
 
     @staticmethod
     def _guarded(function: Callable[..., None], *args: Any) -> None:
@@ -549,8 +705,39 @@ class LiveTopology:
         except Exception:  # noqa: BLE001 - one odd object must not stop the updates
             log.exception("topology update %s failed", getattr(function, "__name__", function))
 
+    async def _drain(self) -> None:
+        """Apply the queued changes in order, on the loop, never for longer than
+        ``apply_slice_seconds`` at a time: a page of a list is applied in slices, with the
+        loop free for reviews in between. Order is kept (one consumer, first in first out),
+        so a page's last slice is in before the next page, event or prune."""
+        assert self._work is not None
+        pending, work = self._pending, self._work
+        budget = self.options.apply_slice_seconds
+        chunk = 8   # a node costs up to ~0.5 ms to apply: a slice ends within a few ms of its budget
+        while True:
+            await work.wait()
+            work.clear()
+            since = time.perf_counter()
+            while pending:
+                _, function, args = pending[0]
+                batch = getattr(function, "__func__", None) is ResourceWatcher._apply_all and len(args) == 2
+                objects = args[1] if batch else None
+                if isinstance(objects, list) and len(objects) > chunk:
+                    for start in range(0, len(objects), chunk):
+                        self._guarded(function, args[0], objects[start:start + chunk])
+                        if time.perf_counter() - since > budget:
+                            await asyncio.sleep(0)
+                            since = time.perf_counter()
+                else:
+                    self._guarded(function, *args)
+                pending.popleft()   # only now: until it is all in, the view is as old as its queueing
+                if time.perf_counter() - since > budget:
+                    await asyncio.sleep(0)
+                    since = time.perf_counter()
+
     def refresh_updated_at(self) -> None:
-        """``updated_at`` = the oldest confirmed contact over the kinds that exist."""
+        """``updated_at`` = the oldest confirmed contact over the kinds that exist, or the
+        time the oldest change still waiting to be applied was received, if that is older."""
         now = time.monotonic()
         oldest = now
         for watcher in self.watchers:
@@ -560,9 +747,10 @@ class LiveTopology:
             if not state.applied:
                 oldest = float("-inf")
                 break
-            # an open stream counts as contact only once it has delivered something valid
-            contact = now if watcher.streaming else (state.last_contact or float("-inf"))
-            oldest = min(oldest, contact)
+            oldest = min(oldest, state.last_contact or float("-inf"))
+        if self._pending:
+            with contextlib.suppress(IndexError):  # emptied meanwhile
+                oldest = min(oldest, self._pending[0][0])
         if self.watchers:
             self.snapshot.updated_at = oldest
 
@@ -571,20 +759,84 @@ class LiveTopology:
             self.refresh_updated_at()
             await asyncio.sleep(self.options.heartbeat_seconds)
 
+    # -- the probe ------------------------------------------------------------------
+    def probe_once(self) -> bool:
+        """Ask the API server whether it is there (``GET /readyz``, which also checks its
+        etcd); when it answers 200, confirm every watch stream that was open when the
+        question was asked and still is. ``/version`` instead if ``/readyz`` is not granted."""
+        streams = [(w, w.open_stream()) for w in self.watchers]
+        asked = time.monotonic()
+        status = self._get(self.probe_path)
+        if status in (401, 403, 404) and self.probe_path != "/version":
+            log.info("API server probe: GET %s answered %s; probing GET /version instead", self.probe_path,
+                     status)
+            self.probe_path = "/version"
+            streams = [(w, w.open_stream()) for w in self.watchers]
+            asked = time.monotonic()
+            status = self._get(self.probe_path)
+        if status != 200:
+            return False
+        self.last_probe_ok = asked
+        for watcher, stream in streams:
+            if stream is not None:
+                watcher.confirm(stream, asked)
+        return True
+
+    def _get(self, path: str) -> int | None:
+        """The status of ``GET path`` on the API server, None when it did not answer in time."""
+        response = None
+        try:
+            method, url, headers, body, post = self.api_client.param_serialize(
+                "GET", path, header_params={"Accept": "application/json, */*"},
+                auth_settings=["BearerToken"])
+            response = self.api_client.call_api(
+                method, url, header_params=headers, body=body, post_params=post,
+                _request_timeout=(self.options.connect_timeout, self.options.probe_timeout))
+            response.read()
+            return int(response.status)
+        except ApiException as exc:
+            return int(exc.status or 0)
+        except Exception:  # noqa: BLE001 - refused, reset, timed out: no answer
+            return None
+        finally:
+            if response is not None:
+                _close(getattr(response, "response", response))
+
+    def _probe_loop(self) -> None:
+        interval = self.options.probe_seconds
+        failing = False
+        while not self._probe_stop.wait(interval if not failing else min(interval, 0.5)):
+            ok = self.probe_once()
+            if ok and failing:
+                log.info("API server answers again (GET %s)", self.probe_path)
+            elif not ok and not failing:
+                log.warning("API server does not answer GET %s: the topology is getting older",
+                            self.probe_path)
+            failing = not ok
+
+    # -- lifecycle ------------------------------------------------------------------
     async def start(self, app: web.Application | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        self._work = asyncio.Event()
         topology = self.snapshot.topology
         self.watchers = [ResourceWatcher(r, self.api_client, self._sink, topology.apply, self.options,
-                                         self.metrics) for r in self.resources]
+                                         self.metrics, gc_guard=self.gc_guard) for r in self.resources]
+        self._drainer = self._loop.create_task(self._drain())
         for watcher in self.watchers:
             watcher.start()
         self._heartbeat = self._loop.create_task(self._beat())
+        if self.options.probe_seconds > 0:
+            self._probe_stop.clear()
+            self._probe_thread = threading.Thread(target=self._probe_loop, name="watch-probe", daemon=True)
+            self._probe_thread.start()
 
     async def stop(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
+        for task in (self._heartbeat, self._drainer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._probe_stop.set()
         for watcher in self.watchers:
             watcher.request_stop()
         await asyncio.get_running_loop().run_in_executor(None, self._join)
@@ -592,6 +844,8 @@ class LiveTopology:
     def _join(self) -> None:
         for watcher in self.watchers:
             watcher.stop(timeout=2.0)
+        if self._probe_thread is not None:
+            self._probe_thread.join(self.options.connect_timeout + self.options.probe_timeout + 1.0)
 
 
 @dataclass

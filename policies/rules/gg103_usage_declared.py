@@ -7,8 +7,11 @@ node affinity `maip.mxsf.io/node.usage In [<pool>]` already in the pod templates
 created from a template the webhook has mutated). A workload in scope (a
 GPU workload, or labelled, or any with `usage.scope: all`) whose usage cannot be
 determined gets no usage affinity and tolerations, so it cannot run on the tainted
-GPU pools: a bare Pod or an MPIJob without the label, or a label value that is not a
-pool of `usage.pools`.
+GPU pools: a workload of a kind without a `usage.defaults` entry (by default a bare Pod,
+a ReplicaSet or a CronJob) and without the label, or a label value that is not a pool of
+`usage.pools`. By default Job (batch and Volcano), PyTorchJob, TFJob, XGBoostJob,
+PaddleJob, JAXJob, MPIJob, RayJob, RayCluster and ElasticJob are `training`, and
+Deployment, StatefulSet and RayService are `inference`.
 
 ```yaml pass
 apiVersion: v1

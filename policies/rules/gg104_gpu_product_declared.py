@@ -7,6 +7,13 @@ cards). Each GPU pod template should pin a product with a `nodeSelector` or a re
 node affinity on the product label of its resource (`gpu.resources`), or the workload
 carries that label (`nvidia.com/gpu.product: NVIDIA-H20`) and GG102 adds the toleration.
 
+Clouds and schedulers name the model with other labels, which pin it just as well: a
+`nodeSelector` or required node affinity `In` on any node label of `gpu.modelPins.nodeLabels`
+(`cloud.google.com/gke-accelerator`, `node.kubernetes.io/instance-type`,
+`karpenter.k8s.aws/instance-gpu-name`, ...), or an annotation of `gpu.modelPins.annotations`
+on the pod template (HAMi's `nvidia.com/use-gputype: A100`). The lists are in the policy
+file, to extend.
+
 ```yaml pass
 apiVersion: v1
 kind: Pod
@@ -38,7 +45,13 @@ from policies.engine import Context
 from policies.findings import Problem, Severity, SpecProblem, pod_set_problems, quoted
 from policies.gpu import gpu_pod_sets, gpu_requests, gpus_per_pod
 from policies.quantity import format_quantity, is_positive
-from policies.usage import labels_pin_product, pinned_products, spec_pinned_products
+from policies.usage import (
+    annotation_pins_model,
+    labels_pin_product,
+    pinned_products,
+    spec_pinned_products,
+    spec_pins_model,
+)
 from policies.workload import PodSet, Workload
 
 ID = "GG104"
@@ -50,18 +63,25 @@ def check(workload: Workload, ctx: Context) -> Iterable[Problem]:
     if labels_pin_product(workload, ctx.policy):
         return _pinned_by_labels(workload, ctx.policy)
     # Nearly always: pinned by the pod spec or not at all, a fact of the spec's content.
-    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+    problems = pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+    if problems:  # rare: an annotation of the template (not of its spec) may pin the model
+        pinned = [p.spec_path for p in workload.pod_sets if annotation_pins_model(p, ctx.policy)]
+        if pinned:
+            problems = [p for p in problems if p.path not in pinned]
+    return problems
 
 
 def _in_spec(pod_set: PodSet, policy: Policy) -> list[SpecProblem]:
-    if not is_positive(gpus_per_pod(pod_set, policy)) or spec_pinned_products(pod_set, policy):
+    if not is_positive(gpus_per_pod(pod_set, policy)) or spec_pinned_products(pod_set, policy) \
+            or spec_pins_model(pod_set, policy):
         return []
     return [SpecProblem(f" {_unpinned(pod_set, policy)}", "")]
 
 
 def _pinned_by_labels(workload: Workload, policy: Policy) -> Iterator[Problem]:
     for pod_set in gpu_pod_sets(workload, policy):
-        if not pinned_products(pod_set, workload, policy):
+        if not pinned_products(pod_set, workload, policy) and not spec_pins_model(pod_set, policy) \
+                and not annotation_pins_model(pod_set, policy):
             yield Problem(f"pod set {quoted(pod_set.name)} {_unpinned(pod_set, policy)}",
                           pod_set.spec_path)
 

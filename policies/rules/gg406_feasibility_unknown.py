@@ -1,12 +1,17 @@
 """Feasibility could not be decided: the topology is missing or stale, or the budget ran out.
 
-Information only, never a rejection: when gpugate cannot prove anything it lets the
-workload through. Reported when the cluster list is empty, a member cluster's
-snapshot has no nodes, the live topology has not been confirmed for longer than
-`feasibility.staleAfterSeconds`, the check ran past its budget
+When gpugate cannot prove anything it does not judge: no queue or capacity verdict
+(GG306, GG402-GG405) comes from data of unknown age. Information only when the cluster
+list is empty, a member cluster's snapshot has no nodes, the check ran past its budget
 (`feasibility.budgetMilliseconds`, or the webhook's deadline), or a part of the check
 had no data: a workload with a GPU group size on a cluster without supernode labels
-or tier-1 HyperNodes (its groups are not checked).
+or tier-1 HyperNodes (its groups are not checked). Said aloud when the live topology
+has not been synced yet, or not confirmed by the API server for longer than
+`feasibility.staleAfterSeconds` (default 5 s): a warning naming the age
+(`topology is 12s old ...: queue and capacity rules not applied`), which kubectl
+prints, so an impossible gang is never admitted silently; with
+`feasibility.whenStale: deny` an error instead, and the webhook refuses the workload
+until the view is fresh again (fail closed; `mode: warn` keeps it a warning).
 
 ```yaml cluster
 apiVersion: v1

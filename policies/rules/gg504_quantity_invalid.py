@@ -3,7 +3,9 @@
 Kubernetes quantities are a number with an optional suffix: `500m`, `2`, `1.5Gi`,
 `1e3`. Anything else (`2 GB`, `1.5 cpu`, `abc`) is refused by the API server, and for
 a workload kind that embeds pod templates it is refused only when the controller
-tries to create the pods, long after `kubectl apply` said "created".
+tries to create the pods, long after `kubectl apply` said "created". The message names
+the resource and the value. A null quantity (`cpu: null`) is not a finding: the API server
+reads it as unset.
 
 ```yaml pass
 apiVersion: v1
@@ -32,7 +34,7 @@ spec:
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, bounded_words, pod_set_problems
+from policies.findings import Problem, Severity, SpecProblem, bounded_words, pod_set_problems, split_pointer
 from policies.workload import PodSet, Workload
 
 ID = "GG504"
@@ -47,4 +49,13 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
 
 def _in_spec(pod_set: PodSet, policy: Policy) -> list[SpecProblem]:
     base = len(pod_set.spec_path)  # the errors' pointers start with it
-    return [SpecProblem(f": {bounded_words(reason)}", path[base:]) for path, reason in pod_set.request_errors]
+    return [SpecProblem(f": {_message(path, reason)}", path[base:])
+            for path, reason in pod_set.request_errors]
+
+
+def _message(path: str, reason: str) -> str:
+    """Never empty: the resource (the pointer's last token) and why its value is refused."""
+    tokens = split_pointer(path)
+    where = f"{'.'.join(tokens[-2:])}: " if len(tokens) >= 2 else ""
+    why = " ".join(str(reason).split()) or "not a quantity"
+    return bounded_words(f"{where}{why}")

@@ -160,25 +160,41 @@ def make_certs(directory: Path) -> tuple[Path, Path, str]:
 
 
 class Gpugate:
-    """``gpugate serve`` against the cluster, in a subprocess; log in ``directory/serve.log``."""
+    """``gpugate serve`` against the cluster, in a subprocess; log in ``directory/serve.log``.
+
+    ``/metrics`` is served on a plain-HTTP port of its own (``--metrics-port``: a free one
+    unless ``extra`` names it). ``certs``: reuse another instance's ``(tls.crt, tls.key,
+    caBundle)`` (several replicas behind one address), else ``gpugate certs`` makes new ones."""
 
     def __init__(self, directory: Path, kubeconfig: Path, policy: Mapping[str, Any] | None = None,
-                 *extra: str) -> None:
+                 *extra: str, certs: tuple[Path, Path, str] | None = None) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.cert, self.key, self.ca_bundle = make_certs(self.dir / "certs")
+        self.cert, self.key, self.ca_bundle = certs or make_certs(self.dir / "certs")
+        self.ca_path = self.cert.parent / "ca.crt"
         self.policy_path = self.dir / "policy.yaml"
         self.policy_path.write_text(yaml.safe_dump(dict(policy or {
             "apiVersion": "gpugate.io/v1alpha1", "kind": "Policy"})))
         self.port = free_port()
+        self.metrics_port = 0 if "--metrics-port" in extra else free_port()
+        metrics = [] if "--metrics-port" in extra else ["--metrics-port", str(self.metrics_port)]
         self.log_path = self.dir / "serve.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--tls-cert", str(self.cert), "--tls-key", str(self.key), "--kubeconfig", str(kubeconfig),
-             "--config", str(self.policy_path), *extra],
+             "--config", str(self.policy_path), *metrics, *extra],
             stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
-        self._ssl = ssl.create_default_context(cafile=str(self.dir / "certs" / "ca.crt"))
+        self._ssl = ssl.create_default_context(cafile=str(self.ca_path))
+
+    @property
+    def metrics_url(self) -> str:
+        port = self.metrics_port
+        if not port:  # --metrics-port 0 in extra: the port it picked is in its start-up log line
+            match = re.search(r"metrics on http://[^:/]+:(\d+)/metrics", self.log(100_000))
+            assert match, f"no metrics port in the log:\n{self.log()}"
+            port = self.metrics_port = int(match.group(1))
+        return f"http://127.0.0.1:{port}/metrics"
 
     @property
     def url(self) -> str:
@@ -209,9 +225,9 @@ class Gpugate:
             return ""
 
     def metrics_text(self) -> str:
-        status, text = self.get("/metrics")
-        assert status == 200, (status, text)
-        return text
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            assert response.status == 200, response.status
+            return str(response.read().decode())
 
     def samples(self) -> list[tuple[str, dict[str, str], float]]:
         from prometheus_client.parser import text_string_to_metric_families
