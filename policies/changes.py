@@ -23,7 +23,7 @@ from typing import Any
 from policies.findings import escape_pointer
 from policies.kinds import KindSpec, kind_spec
 
-__all__ = ["controller_owner", "changed_pointers", "touches", "identity_keys", "owner_keys",
+__all__ = ["controller_owner", "changed_pointers", "touches", "inside", "identity_keys", "owner_keys",
            "IGNORED_TOP_LEVEL"]
 
 # What an UPDATE may change without being judged: who the object is and what was observed.
@@ -113,12 +113,13 @@ def _diff(old: Any, new: Any, at: str, out: list[str]) -> None:
 def touches(path: str, changed: Iterable[str]) -> bool:
     """Whether a finding at ``path`` is about a changed part: one of the two lies inside the other."""
     for c in changed:
-        if _inside(path, c) or _inside(c, path):
+        if inside(path, c) or inside(c, path):
             return True
     return False
 
 
-def _inside(inner: str, outer: str) -> bool:
+def inside(inner: str, outer: str) -> bool:
+    """Whether the JSON Pointer ``inner`` is ``outer`` or lies within it."""
     return inner == outer or outer == "" or inner.startswith(outer + "/")
 
 

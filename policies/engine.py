@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.changes import changed_pointers, controller_owner, identity_keys, touches
+from policies.changes import changed_pointers, controller_owner, identity_keys, inside, touches
 from policies.config import Policy
 from policies.findings import Finding, ObjectRef, Problem, Severity
 from policies.patch import PatchOp, apply_patch, clone
@@ -198,7 +198,7 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
                 continue
             problem, ops = item
             if patchable is not None:
-                ops = [op for op in ops if _within_any(op["path"], patchable)]
+                ops = [op for op in ops if any(inside(op["path"], p) for p in patchable)]
                 if not ops:
                     continue  # a template the update leaves alone, or one that cannot change
             result.findings.append(_finding(rule, problem, ref, policy))
@@ -251,6 +251,3 @@ def _patchable(workload: Workload, change: Change | None) -> tuple[str, ...] | N
         return ()
     return tuple(p.path for p in workload.pod_sets if touches(p.path, change.changed))
 
-
-def _within_any(path: str, outers: tuple[str, ...]) -> bool:
-    return any(path == o or o == "" or path.startswith(o + "/") for o in outers)

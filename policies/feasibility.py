@@ -69,7 +69,7 @@ import numpy as np
 
 from policies.changes import touches
 from policies.config import Policy
-from policies.findings import Problem, Severity
+from policies.findings import Problem, Severity, bounded_words
 from policies.groups import group_sizes
 from policies.kinds import DEFAULT_SCHEDULER
 from policies.quantity import format_quantity, scheduler_units
@@ -632,26 +632,18 @@ def runs_extended_toleration(mode: str, topo: Topology) -> bool:
     return bool(cached[0])
 
 
-_WITH_PLUGIN: dict[str, tuple[str, dict[str, Any]]] = {}
-
-
 def _with_plugin(demand: Demand) -> Demand:
     """``demand`` as the plugin leaves its pods: the implied tolerations added, under a
     signature of its own (every cache keyed by signature tells the two apart)."""
     extended = demand.placement.get(_EXTENDED)
     if not extended:
         return demand
-    found = _WITH_PLUGIN.get(demand.signature)
-    if found is None:
-        if len(_WITH_PLUGIN) >= 4096:    # bounded: one-off placements must not pile up
-            _WITH_PLUGIN.clear()
-        placement = dict(demand.placement)
-        tolerations = placement.get("tolerations")
-        placement["tolerations"] = [*(tolerations if isinstance(tolerations, list) else []),
-                                    *implied_tolerations(extended)]
-        found = _WITH_PLUGIN[demand.signature] = (demand.signature + "\x00+ExtendedResourceToleration",
-                                                  placement)
-    return dataclasses.replace(demand, signature=found[0], placement=found[1])
+    placement = dict(demand.placement)
+    tolerations = placement.get("tolerations")
+    placement["tolerations"] = [*(tolerations if isinstance(tolerations, list) else []),
+                                *implied_tolerations(extended)]
+    return dataclasses.replace(demand, signature=demand.signature + "\x00+ExtendedResourceToleration",
+                               placement=placement)
 
 
 def _signature(spec: Mapping[str, Any]) -> str:
@@ -819,8 +811,8 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
     n = topo.slots
     live = topo.live[:n]
     node_name = spec.get("nodeName")
-    bound = isinstance(node_name, str) and bool(node_name)
-    node_name = node_name if bound else ""
+    node_name = node_name if isinstance(node_name, str) else ""
+    bound = bool(node_name)
     # A pod with nodeName bypasses the scheduler: the kubelet admits it whatever the
     # cordon and NoSchedule taints say (a NoExecute taint still evicts it).
     schedulable = live if bound else live & ~topo.unschedulable[:n]
@@ -843,7 +835,7 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
     if isinstance(node_affinity, Mapping):
         selected &= _affinity_mask(topo, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
     if bound:
-        selected &= topo.name_in([str(node_name)])
+        selected &= topo.name_in([node_name])
     mask = schedulable & taint_ok & selected
     blocking: list[str] = []
     if untolerated:
@@ -2372,14 +2364,14 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
     change = ctx.change
     if change is not None and question is not None:
         # None: the update does not change what the gang asks of the cluster
-        question = _update_question(question, workload, change, policy)
+        question = _update_question(question, change, policy)
     members = _member_questions(workload, policy, change)
     if question is None and not members:
         return None
     clusters: Sequence[ClusterSnapshot] = ctx.clusters
     if not clusters:
         out = Outcome("", Verdict.UNKNOWN, "GG406", "no cluster topology is available")
-        return _combine(workload, [out], policy)
+        return _combine([out], policy)
     now = time.monotonic()
     deadline = ctx.deadline
     if deadline is None:
@@ -2402,7 +2394,7 @@ def _evaluate(workload: Workload, ctx: Any) -> Feasibility | None:
         fresh.append(snapshot)
         if question is not None:
             outcomes.append(check_cluster(question, snapshot, policy, deadline))
-    result = _combine(workload, outcomes, policy) if question is not None or outcomes else \
+    result = _combine(outcomes, policy) if question is not None or outcomes else \
         Feasibility(Verdict.FITS, [])
     if stale and result.verdict is Verdict.UNKNOWN:
         # Never silent: a warning (kubectl prints it), or with whenStale: deny an error that
@@ -2444,12 +2436,11 @@ def _judge_member(result: Feasibility, pod_set: PodSet, question: FitQuestion,
     if outcomes and all(o.verdict == Verdict.NEVER for o in outcomes):
         first = outcomes[0]
         result.problems.setdefault(first.rule, []).append(
-            Problem(f"pod set {pod_set.name}: {first.message}", first.path or pod_set.path,
+            Problem(bounded_words(f"pod set {pod_set.name}: {first.message}"), first.path or pod_set.path,
                     _severity_for(Verdict.NEVER, policy)))
 
 
-def _update_question(question: FitQuestion, workload: Workload, change: Any,
-                     policy: Policy) -> FitQuestion | None:
+def _update_question(question: FitQuestion, change: Any, policy: Policy) -> FitQuestion | None:
     """An UPDATE's question: None when it asks what the stored object asked (replicas,
     requests, placement, queue and groups unchanged: a running object is never judged
     again against today's cluster); else the new question with the object's own usage
@@ -2465,7 +2456,7 @@ def _update_question(question: FitQuestion, workload: Workload, change: Any,
     return dataclasses.replace(question, own=change.own, queue_admitted=same_queue)
 
 
-def _combine(workload: Workload, outcomes: list[Outcome], policy: Policy) -> Feasibility:
+def _combine(outcomes: list[Outcome], policy: Policy) -> Feasibility:
     for o in outcomes:
         if o.verdict is Verdict.FITS:
             if not o.notes:  # the usual answer: nothing to report
@@ -2480,8 +2471,6 @@ def _combine(workload: Workload, outcomes: list[Outcome], policy: Policy) -> Fea
 
     def add(rule: str, message: str, path: str, verdict: Verdict, severity: Severity | None = None) -> None:
         # names no object (the finding carries it); long queue, node and pod set names bounded
-        from policies.findings import bounded_words
-
         result.problems.setdefault(rule, []).append(
             Problem(bounded_words(message), path, severity or _severity_for(verdict, policy)))
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from policies.config import Policy
 from policies.engine import Evaluation, evaluate
-from policies.findings import Finding, Severity, pointer_tokens
+from policies.findings import Finding, Severity, quoted
 from policies.kinds import KINDS
-from policies.patch import clone
+from policies.patch import PatchError, apply_patch
 from webhook import jsonio
 
 API_VERSION = "admission.k8s.io/v1"
@@ -300,17 +300,13 @@ def scale_target(request: dict[str, Any], endpoint: str) -> ScaleTarget | None:
 
 
 def _scaled(parent: dict[str, Any], target: ScaleTarget) -> dict[str, Any] | None:
-    """``parent`` with the replica count the scale request writes, or None when the path
-    is not there to write to (a shape the model reports as GG002 anyway)."""
-    spec = _BY_RESOURCE[(target.group, target.resource)]
-    scaled = clone(parent)
-    node: Any = scaled
-    tokens = pointer_tokens(spec.scale_replicas)
-    for token in tokens[:-1]:
-        node = node.get(token) if isinstance(node, dict) else None
-    if not isinstance(node, dict):
+    """A copy of ``parent`` with the replica count the scale request writes, or None when
+    the path is not there to write to (a shape the model reports as GG002 anyway)."""
+    path = _BY_RESOURCE[(target.group, target.resource)].scale_replicas
+    try:
+        scaled: dict[str, Any] = apply_patch(parent, [{"op": "add", "path": path, "value": target.replicas}])
+    except (PatchError, LookupError, TypeError, ValueError):
         return None
-    node[tokens[-1]] = target.replicas
     return scaled
 
 
@@ -329,10 +325,10 @@ def admit(request: dict[str, Any], endpoint: str, policy: Policy, clusters: Sequ
     target = scale_target(request, endpoint)
     if target is not None:
         if parent is None:
-            # bounded by construction (a name has at most 253 characters): within 256
-            name = target.name if len(target.name) <= 60 else target.name[:57] + "..."
-            why = (parent_error or "the object could not be read")[:100]
-            text = f"gpugate: scale-up to {target.replicas} not checked ({why}): {target.resource}/{name}"
+            # bounded by construction: within 256 characters whatever the name
+            why = quoted(parent_error or "the object could not be read", 100)
+            text = (f"gpugate: scale-up to {target.replicas} not checked ({why}): "
+                    f"{target.resource}/{quoted(target.name)}")
             return Outcome(envelope(uid, warnings=[text]), "allowed", kind)
         scaled = _scaled(parent, target)
         if scaled is None:

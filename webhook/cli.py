@@ -68,8 +68,8 @@ def serve_main(argv: Sequence[str]) -> int:
     from policies.config import PolicyError
     from webhook.lifecycle import Serving
     from webhook.metrics import Metrics
+    from webhook.reload import PolicySource
     from webhook.server import (
-        PolicySource,
         StaticTopology,
         TopologySource,
         Webhook,

@@ -254,8 +254,7 @@ def object_key(obj: dict[str, Any]) -> tuple[str, str]:
 class WatchState:
     """What one resource's thread knows; read by the heartbeat on the loop thread."""
 
-    synced: bool = False          # a full list has been handed over at least once
-    applied: bool = False         # ... and the loop has put it into the topology
+    applied: bool = False         # a full list is in the topology (set on the loop thread)
     connected: bool = False       # a watch stream is open right now
     skipped: bool = False         # CRD not installed (404): not part of the topology
     last_contact: float | None = None
@@ -412,7 +411,6 @@ class ResourceWatcher:
             self.state.skipped = True
             self.state.resource_version = None
             self._prune(set())
-        self.state.synced = True
         self._sink(self._mark_applied)
 
     def _list(self) -> None:
@@ -440,7 +438,6 @@ class ResourceWatcher:
             self._prune(seen)
             self.state.skipped = False
             self.state.resource_version = version or "0"
-            self.state.synced = True
             self._sink(self._mark_applied)   # after the pages handed over above: the loop runs them in order
             self._contact()
         finally:

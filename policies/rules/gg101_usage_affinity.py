@@ -14,7 +14,9 @@ and prefers the nodes of U itself, so every pod template gets:
 The webhook injects these as a JSON Patch; the linter reports what is missing and
 `gpugate lint --fix` writes it into the file. An expression of the user's own on the
 usage key is kept (a contradicting one is GG105). In scope: workloads with the usage
-label and workloads requesting a GPU (`usage.scope: all`: every workload).
+label and workloads requesting a GPU; in a GPU workload only the pod templates that
+request GPUs (a CPU-only Ray head or MPI launcher is left where the scheduler puts it).
+`usage.scope: all`: every template of every workload.
 
 ```yaml pass
 apiVersion: apps/v1

@@ -140,15 +140,20 @@ class Session:
             f"gpugate sees {self.gate.counters().topology('Node')} nodes, the API server {want}")
 
 
-@pytest.fixture(scope="package")
-def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    """The control plane, gpugate serving against it and its webhooks registered; shared by
-    every test of tests/e2e and stopped after the last one (not kept for the rest of the run)."""
+@pytest.fixture(scope="session")
+def control_plane() -> None:
+    """Skip when shared/kube cannot run here, or fail when ``GPUGATE_E2E_REQUIRED`` is set."""
     why = unavailable()
     if why:
         if os.environ.get("GPUGATE_E2E_REQUIRED"):
             pytest.fail(f"real Kubernetes control plane required (GPUGATE_E2E_REQUIRED): {why}")
         pytest.skip(f"real Kubernetes control plane unavailable: {why}")
+
+
+@pytest.fixture(scope="package")
+def e2e(control_plane: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    """The control plane, gpugate serving against it and its webhooks registered; shared by
+    every test of tests/e2e and stopped after the last one (not kept for the rest of the run)."""
     root = tmp_path_factory.mktemp("e2e")
     cluster = Cluster(root / "kube")
     started = time.monotonic()
