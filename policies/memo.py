@@ -110,7 +110,7 @@ def process_cache(maxsize: int, name: str | None = None) -> Callable[[Callable[P
         @functools.wraps(fn)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
             if _enabled:
-                return cached(*args, **kwargs)
+                return cached(*args, **kwargs)  # type: ignore[arg-type]
             return fn(*args, **kwargs)
 
         _register(name or f"{fn.__module__}.{fn.__qualname__}",
