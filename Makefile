@@ -23,6 +23,7 @@ test: $(STAMP)
 lint-code: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy policies lint webhook gpugate
+	$(BIN)/lint-imports --no-cache   # the layer contracts of pyproject.toml (also run by make test)
 
 bench: $(STAMP)
 	for b in bench/*_bench.py; do $(BIN)/python $$b; done

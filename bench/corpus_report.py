@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lint.cli import iter_files, lint_text  # noqa: E402
+from lint.policyfile import load_policy  # noqa: E402
 from lint.report import Located, Report  # noqa: E402
-from policies.config import Policy, load_policy  # noqa: E402
+from policies.config import Policy  # noqa: E402
 from policies.registry import all_rules  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus"

@@ -43,7 +43,8 @@ import webhook_bench  # noqa: E402
 
 from policies.config import Policy  # noqa: E402
 from policies.engine import Context  # noqa: E402
-from policies.feasibility import OutcomeMemo, Verdict, check_cluster, feasibility, fit_question  # noqa: E402
+from policies.feasibility import OutcomeMemo, Verdict, check_cluster, fit_question  # noqa: E402
+from policies.rules._feasibility import feasibility  # noqa: E402
 from policies.topology import ClusterSnapshot, Topology  # noqa: E402
 from policies.workload import Workload, build_workload  # noqa: E402
 

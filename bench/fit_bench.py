@@ -33,8 +33,9 @@ from webhook_bench import percentile  # noqa: E402
 
 from policies.config import Policy  # noqa: E402
 from policies.engine import Context  # noqa: E402
-from policies.feasibility import Verdict, feasibility  # noqa: E402
+from policies.feasibility import Verdict  # noqa: E402
 from policies.quantity import parse_quantity, scheduler_units  # noqa: E402
+from policies.rules._feasibility import feasibility  # noqa: E402
 from policies.topology import ClusterSnapshot, Topology  # noqa: E402
 from policies.workload import build_workload  # noqa: E402
 

@@ -199,7 +199,7 @@ def measure_custom_checks(texts: Texts, repeat: int, policy_file: Path = CUSTOM_
     jsonschema alone. Runs are interleaved, so a machine that gets busier slows all three alike."""
     import functools
 
-    from policies.config import load_policy
+    from lint.policyfile import load_policy
 
     plain = Policy()
     checked = load_policy(policy_file)

@@ -108,7 +108,8 @@ async def run(api_url: str, nodes: int, pods: int, page_size: int) -> None:
     from kubernetes import client as k8s
 
     from policies.config import Policy
-    from webhook.watch import LiveTopology, WatchOptions, watch_api_client
+    from webhook.kube import WatchOptions
+    from webhook.watch import LiveTopology, watch_api_client
 
     configuration = k8s.Configuration()
     configuration.host = api_url

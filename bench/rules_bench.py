@@ -33,7 +33,8 @@ from webhook_bench import percentile, pytorch_job, review_payloads, submitted  #
 
 from lint.cli import iter_files  # noqa: E402
 from lint.documents import Document, iter_documents  # noqa: E402
-from policies.config import Policy, load_policy  # noqa: E402
+from lint.policyfile import load_policy  # noqa: E402
+from policies.config import Policy  # noqa: E402
 from policies.engine import evaluate  # noqa: E402
 from policies.workload import build_workload, is_kubernetes_object  # noqa: E402
 from webhook.admission import admit, parse_review  # noqa: E402

@@ -16,8 +16,9 @@ from typing import Any, TextIO
 from yaml.nodes import MappingNode, ScalarNode
 
 from lint.documents import MAX_FILE_BYTES, Document, DocumentError, build_check, construct, iter_documents
+from lint.policyfile import find_policy_file, load_policy
 from lint.report import DocumentResult, FileResult, Located, Report
-from policies.config import Policy, PolicyError, find_policy_file, load_policy
+from policies.config import Policy, PolicyError
 from policies.engine import evaluate, input_finding
 from policies.findings import Finding, ObjectRef, Severity
 from policies.kinds import kind_spec

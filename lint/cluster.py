@@ -1,30 +1,27 @@
-"""``gpugate lint --cluster FILE``: cluster snapshots from files, and ``--explain``.
+"""``gpugate lint --cluster FILE``: cluster snapshots read from files, and ``--explain``.
 
-A snapshot file is what ``gpugate snapshot`` writes (a ``List``; ``kubectl get`` of the same
-kinds prints one too where all their CRDs are installed), or any multi-document YAML/JSON
-stream of such objects and Lists.
-Each file is one member cluster of a fleet, named after the file.
+Each file is one member cluster of a fleet, named after the file; its text is parsed by
+:mod:`policies.snapshots` (what a snapshot file may hold is described there).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lint.documents import DocumentError, iter_documents
 from policies.config import Policy
-from policies.feasibility import Feasibility, Verdict
-from policies.topology import ClusterSnapshot, Topology
+from policies.feasibility import Verdict
+from policies.rules._feasibility import Feasibility
+from policies.snapshots import SnapshotError, member_names, snapshot_from_text
+from policies.topology import ClusterSnapshot
 from policies.workload import Workload
 
 __all__ = ["ClusterFileError", "Fleet", "load_clusters", "clusters_from_text", "explain"]
 
-
-class ClusterFileError(Exception):
-    """A snapshot file that cannot be read or parsed (the linter exits with 2)."""
+# The linter's name for a snapshot that cannot be read or parsed (it exits with 2).
+ClusterFileError = SnapshotError
 
 
 @dataclass
@@ -45,55 +42,21 @@ class Fleet(list[ClusterSnapshot]):
         self.explained.append(Explained(str(workload), result))
 
 
-def _objects(value: Any) -> Iterator[dict[str, Any]]:
-    """Objects of a document: a ``List`` (or ``NodeList``, ...) is flattened."""
-    if not isinstance(value, dict):
-        return
-    items = value.get("items")
-    kind = value.get("kind")
-    if isinstance(items, list) and isinstance(kind, str) and kind.endswith("List"):
-        for item in items:
-            yield from _objects(item)
-    elif isinstance(kind, str) and isinstance(value.get("apiVersion"), str):
-        yield value
-
-
-def _parse(text: str | bytes, name: str) -> list[dict[str, Any]]:
-    stripped = text.lstrip()[:1]
-    if stripped in ("{", b"{"):
-        try:
-            return list(_objects(json.loads(text)))  # kubectl -o json: much faster than YAML
-        except ValueError:
-            pass  # maybe JSON-looking YAML; let the YAML parser say what is wrong
-    objects: list[dict[str, Any]] = []
-    for item in iter_documents(text):
-        if isinstance(item, DocumentError):
-            raise ClusterFileError(f"{name}:{item.line}:{item.column}: cluster snapshot: {item.message}")
-        objects.extend(_objects(item.data))
-    return objects
-
-
 def clusters_from_text(text: str | bytes, policy: Policy, name: str = "cluster",
                        source: str | None = None) -> list[ClusterSnapshot]:
-    """One member cluster from a snapshot's text (a static file: never stale).
-    ``source`` names the text in error messages (default: ``name``)."""
-    objects = _parse(text, source or name)
-    if not objects:
-        raise ClusterFileError(f"{source or name}: no Kubernetes objects in the cluster snapshot")
-    return Fleet([ClusterSnapshot(name, Topology.from_objects(objects, policy))])
+    """One member cluster from a snapshot's text, as a fleet of one."""
+    return Fleet([snapshot_from_text(text, policy, name, source)])
 
 
 def load_clusters(paths: list[str], policy: Policy) -> list[ClusterSnapshot]:
     """One member per file, named after the file (its stem, or the path when stems clash)."""
-    stems = [Path(p).stem for p in paths]
     fleet = Fleet()
-    for path, stem in zip(paths, stems, strict=True):
+    for path, name in zip(paths, member_names(paths), strict=True):
         try:
             text = Path(path).read_bytes()
         except OSError as exc:
             raise ClusterFileError(f"cannot read cluster snapshot {path}: {exc.strerror or exc}") from None
-        name = stem if stems.count(stem) == 1 else path
-        fleet.extend(clusters_from_text(text, policy, name, source=path))
+        fleet.append(snapshot_from_text(text, policy, name, source=path))
     return fleet
 
 

@@ -1,8 +1,9 @@
 """Text to documents, keeping where every value came from.
 
-PyYAML's C parser composes the node tree (with line marks) at C speed; we build the
-Python values from it ourselves, cheaply, and keep the tree so that a finding's JSON
-Pointer can be turned into a line and column only when a finding needs it.
+PyYAML's C parser composes the node tree (with line marks) at C speed; PyYAML's
+``SafeConstructor`` (:class:`policies.snapshots.ValueConstructor`, restricted to JSON's tags
+and bounded for hostile input) builds the Python values from it, and the tree is kept so that
+a finding's JSON Pointer can be turned into a line and column only when a finding needs it.
 """
 
 from __future__ import annotations
@@ -18,82 +19,26 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from policies.findings import split_pointer
+from policies.snapshots import (
+    MAX_DEPTH,
+    MAX_EXPANDED_NODES,
+    MAX_FILE_BYTES,
+    STR_TAG,
+    DocumentError,
+    construct,
+    too_deep,
+    yaml_error,
+)
+from policies.snapshots import Loader as _Loader
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_RESOLVED: dict[str, str] = {}
-_RESOLVED_MAX = 200_000
-# The shortcuts below are the stock resolver's answers when no path resolvers are
-# registered (PyYAML registers none for the safe loader; nor do we).
-assert not getattr(_BaseLoader, "yaml_path_resolvers", None)
+__all__ = ["MAX_DEPTH", "MAX_EXPANDED_NODES", "MAX_FILE_BYTES", "Document", "DocumentError", "build_check",
+           "construct", "iter_documents"]
 
-
-class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
-    """PyYAML's C loader with a memoised implicit-tag resolver.
-
-    Composing calls the pure-Python ``resolve`` once per node, and it tries regular
-    expressions on every plain scalar; manifests repeat their scalars (keys, ``true``,
-    ``"1"``, image names) so the answer for a given text is looked up instead. The result
-    is the same tag the stock resolver gives: this is the stock resolver, remembered.
-    """
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        if kind is ScalarNode:
-            if not implicit[0]:          # quoted or block scalar: always a string
-                return _STR
-            tag = _RESOLVED.get(value)
-            if tag is None:
-                tag = super().resolve(kind, value, implicit)
-                if len(_RESOLVED) >= _RESOLVED_MAX:
-                    _RESOLVED.clear()
-                _RESOLVED[value] = tag
-            return tag
-        return _SEQ if kind is SequenceNode else _MAP
-
-    # Path resolvers are not used: nothing to track while descending the tree.
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        pass
-
-    def ascend_resolver(self) -> None:
-        pass
-
-
-_STR = "tag:yaml.org,2002:str"
-_SEQ = "tag:yaml.org,2002:seq"
-_MAP = "tag:yaml.org,2002:map"
-_MERGE = "tag:yaml.org,2002:merge"
-_COLLECTIONS = frozenset({"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"})
-_SAFE = yaml.constructor.SafeConstructor()
-_SCALARS = {
-    "tag:yaml.org,2002:null": lambda n: None,
-    "tag:yaml.org,2002:bool": _SAFE.construct_yaml_bool,
-    "tag:yaml.org,2002:int": _SAFE.construct_yaml_int,
-    "tag:yaml.org,2002:float": _SAFE.construct_yaml_float,
-    # Kubernetes reads YAML as JSON: timestamps and binaries stay the strings they are.
-    "tag:yaml.org,2002:timestamp": lambda n: n.value,
-    "tag:yaml.org,2002:binary": lambda n: n.value,
-}
-
-
-# Bounds for hostile input (each is a GG001 finding, never a crash): PyYAML's C composer
-# recurses per nesting level and overflows the C stack on deep input, so depth is
-# checked first; aliases are shared, but anything that walks a document would pay the
-# expanded size, so that is bounded too. MAX_DEPTH is gpugate's own limit, reported in the
-# same words whatever PyYAML's version (since 6.0.3 its libyaml stops at 1,000 levels itself,
-# see _depth_limit_error).
-MAX_DEPTH = 128   # as the webhook's MAX_JSON_DEPTH: real manifests nest ~20 levels
-MAX_EXPANDED_NODES = 1_000_000
-MAX_FILE_BYTES = 32 * 1024 * 1024
+# PyYAML's C composer recurses per nesting level and overflows the C stack on deep input, so
+# depth is checked first (each excess is a GG001 finding, never a crash); MAX_DEPTH is reported
+# in the same words whatever PyYAML's version (since 6.0.3 its libyaml stops at 1,000 levels
+# itself, see _depth_limit_error).
 _COMPOSER_SAFE_BYTES = 16 * 1024   # the C composer survived 20,000 levels when measured
-
-
-class DocumentError(Exception):
-    """A document that cannot be turned into values; ``line``/``column`` are 1-based."""
-
-    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
-        self.column = column
 
 
 @dataclass
@@ -125,7 +70,7 @@ class Document:
         found: dict[str, str] = {}
         for key, value in node.value:
             if isinstance(key, ScalarNode) and key.value in ("apiVersion", "kind"):
-                if not (isinstance(value, ScalarNode) and value.tag == _STR):
+                if not (isinstance(value, ScalarNode) and value.tag == STR_TAG):
                     return None
                 found[key.value] = value.value
         if len(found) != 2:
@@ -143,130 +88,6 @@ def _child(node: Node, token: str) -> Node | None:
         index = int(token)
         return node.value[index] if index < len(node.value) else None
     return None
-
-
-def _mark(node: Node) -> tuple[int, int]:
-    return node.start_mark.line + 1, node.start_mark.column + 1
-
-
-def _expanded_size(root: Node) -> int:
-    """Nodes the document would have with every alias expanded (memoised: linear time)."""
-    sizes: dict[int, int] = {}
-
-    def size(node: Node) -> int:
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        total = 1
-        if isinstance(node, SequenceNode):
-            total += sum(size(c) for c in node.value)
-        elif isinstance(node, MappingNode):
-            total += sum(size(k) + size(v) for k, v in node.value)
-        sizes[id(node)] = total = min(total, MAX_EXPANDED_NODES + 1)
-        return total
-
-    return size(root)
-
-
-def construct(root: Node) -> Any:
-    """Values from a node tree. Shared (aliased) nodes give shared values, so an alias
-    bomb costs memory linear in the text, as in PyYAML itself; its expanded size is
-    bounded all the same, because rules and schemas walk values as trees."""
-    memo: dict[int, Any] = {}
-    aliased = False
-
-    def build(node: Node, depth: int) -> Any:
-        nonlocal aliased
-        key = id(node)
-        if key in memo:
-            aliased = True
-            return memo[key]
-        if isinstance(node, ScalarNode):
-            if node.tag == _STR:
-                value: Any = node.value
-            else:
-                convert = _SCALARS.get(node.tag)
-                if convert is None:
-                    raise DocumentError(f"unsupported YAML tag {node.tag!r}", node.start_mark.line + 1,
-                                        node.start_mark.column + 1)
-                try:
-                    value = convert(node)
-                except (ValueError, KeyError, TypeError, IndexError):  # `!!int apiVersion`, `!!bool x`
-                    raise DocumentError(f"{node.value!r} is not a valid {node.tag.rpartition(':')[2]}",
-                                        *_mark(node)) from None
-            memo[key] = value
-            return value
-        if depth > MAX_DEPTH:  # collections, as _walk_depth counts them
-            raise _too_deep(*_mark(node))
-        if node.tag not in _COLLECTIONS:
-            raise DocumentError(f"unsupported YAML tag {node.tag!r}", *_mark(node))
-        if isinstance(node, SequenceNode):
-            items: list[Any] = []
-            memo[key] = items
-            for child in node.value:  # a loop, not a generator: one frame per level
-                items.append(build(child, depth + 1))
-            return items
-        if isinstance(node, MappingNode):
-            mapping: dict[Any, Any] = {}
-            memo[key] = mapping
-            merges = []
-            for k_node, v_node in node.value:
-                if k_node.tag == _MERGE:
-                    merges.append(v_node)
-                    continue
-                k = build(k_node, depth + 1)
-                if isinstance(k, (list, dict)):
-                    raise DocumentError("a mapping key must be a scalar", *_mark(k_node))
-                if k in mapping:  # kubectl refuses these: "mapping key already defined"
-                    raise DocumentError(f"duplicate key {k!r} in a mapping", *_mark(k_node))
-                mapping[k] = build(v_node, depth + 1)
-            for v_node in merges:  # explicit keys win over merged ones (YAML merge key spec)
-                _merge_into(mapping, build(v_node, depth + 1), v_node)
-            return mapping
-        raise DocumentError(f"unexpected YAML node {type(node).__name__}")
-
-    value = build(root, 1)
-    if aliased and _expanded_size(root) > MAX_EXPANDED_NODES:
-        raise DocumentError(f"document expands to more than {MAX_EXPANDED_NODES:,} nodes through aliases "
-                            "(an alias bomb?)", *_mark(root))
-    return value
-
-
-def _merge_into(mapping: dict[Any, Any], value: Any, node: Node) -> None:
-    sources = value if isinstance(value, list) else [value]
-    for source in sources:
-        if not isinstance(source, dict):
-            raise DocumentError("a merge key (<<) must refer to a mapping", node.start_mark.line + 1,
-                                node.start_mark.column + 1)
-        for k, v in source.items():
-            mapping.setdefault(k, v)
-
-
-def _yaml_error(exc: yaml.YAMLError, text: str | bytes) -> DocumentError:
-    """The parser's complaint without its ``in "<byte string>"`` noise, at its line."""
-    if isinstance(exc, yaml.reader.ReaderError):
-        # Reader errors carry a character position, not a line.
-        head = text[: exc.position]
-        prefix = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
-        char = exc.character if isinstance(exc.character, int) else ord(exc.character or "\0")
-        return DocumentError(f"not valid YAML: unacceptable character #x{char:04x}: {exc.reason}",
-                             prefix.count("\n") + 1, len(prefix) - (prefix.rfind("\n") + 1) + 1)
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
-        message = f"not valid YAML: {exc.problem}"
-        if exc.context and exc.context_mark is not None:
-            message += (f" ({exc.context} that starts at line {exc.context_mark.line + 1}, "
-                        f"column {exc.context_mark.column + 1})")
-        elif exc.context:
-            message += f" ({exc.context})"
-        mark = exc.problem_mark or exc.context_mark
-        if mark is not None:
-            return DocumentError(message, mark.line + 1, mark.column + 1)
-        return DocumentError(message)
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    message = "not valid YAML: " + " ".join(str(exc).split())
-    if mark is None:
-        return DocumentError(message)
-    return DocumentError(message, mark.line + 1, mark.column + 1)
 
 
 _LEADING_STR = re.compile(r"^[ \t?:-]*", re.MULTILINE)
@@ -366,10 +187,6 @@ def _depth_bound(text: str | bytes) -> int:
     return brackets + 2 * (longest + 1)
 
 
-def _too_deep(line: int, column: int) -> DocumentError:
-    return DocumentError(f"document nests deeper than {MAX_DEPTH} levels", line, column)
-
-
 def _walk_depth(text: str | bytes, after: int = 0) -> DocumentError | None:
     """The first collection nested deeper than MAX_DEPTH that starts at or after character
     ``after``, as a DocumentError, found event by event: libyaml's parser is iterative, so
@@ -382,9 +199,9 @@ def _walk_depth(text: str | bytes, after: int = 0) -> DocumentError | None:
             if depth > MAX_DEPTH:
                 mark = event.start_mark
                 if mark is None:
-                    return _too_deep(1, 1)
+                    return too_deep(1, 1)
                 if mark.index >= after:
-                    return _too_deep(mark.line + 1, mark.column + 1)
+                    return too_deep(mark.line + 1, mark.column + 1)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
     return None
@@ -419,7 +236,7 @@ def _depth_limit_error(text: str | bytes, exc: yaml.MarkedYAMLError, after: int 
     """
     mark = exc.problem_mark
     assert mark is not None
-    fallback = _too_deep(mark.line + 1, mark.column + 1)
+    fallback = too_deep(mark.line + 1, mark.column + 1)
     decoded = _as_str(text)
     if decoded is None:
         return fallback
@@ -431,7 +248,7 @@ def _depth_limit_error(text: str | bytes, exc: yaml.MarkedYAMLError, after: int 
         # reports without a depth limit), unless it is only the end of the cut-off text.
         where = getattr(earlier, "problem_mark", None)
         if where is not None and where.index < len(prefix):
-            return _yaml_error(earlier, prefix)
+            return yaml_error(earlier, prefix)
         return fallback
 
 
@@ -489,7 +306,7 @@ def iter_documents(text: str | bytes, build: bool = True) -> Iterator[Document |
             assert isinstance(exc, yaml.MarkedYAMLError)
             yield _depth_limit_error(text, exc, last.end_mark.index if last is not None else 0)
         else:
-            yield _yaml_error(exc, text)
+            yield yaml_error(exc, text)
     except RecursionError:
         yield DocumentError("document is nested too deeply")
     except UnicodeDecodeError as exc:

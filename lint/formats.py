@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gpugate import __version__
 from lint.report import Located, Report
 from policies.findings import Severity
 
@@ -24,6 +23,17 @@ from policies.findings import Severity
 DOCS_URL = os.environ.get("GPUGATE_DOCS_URL",
                           "https://github.com/gpugate/gpugate/blob/main/docs/rules.md")
 INFORMATION_URI = "https://github.com/gpugate/gpugate"
+
+
+def _version() -> str:
+    """The installed gpugate's version (from its metadata: ``lint`` does not import the
+    ``gpugate`` package above it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpugate")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 @dataclass(frozen=True)
@@ -162,11 +172,12 @@ def format_sarif(report: Report, options: FormatOptions) -> str:
             result["properties"] = {"jsonPointer": f.path, "document": loc.document,
                                     "fixable": f.fixable}
         results.append(result)
+    version = _version()
     sarif = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {"name": "gpugate", "version": __version__, "semanticVersion": __version__,
+            "tool": {"driver": {"name": "gpugate", "version": version, "semanticVersion": version,
                                 "informationUri": INFORMATION_URI,
                                 "rules": [_sarif_rule(r, i < builtin_count)
                                           for i, r in enumerate(rules)]}},

@@ -1,12 +1,14 @@
 """``gpugate rules``: the rule catalogue as a table, or as the markdown reference
-(docs/rules.md), generated from the rule modules' docstrings."""
+(docs/rules.md), generated from the rule modules' docstrings and option declarations."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from lint.formats import RuleInfo, rule_anchor
+from policies.options import Option
 from policies.registry import Rule
 
 # Rule IDs are grouped by their hundreds, as in the spec.
@@ -59,6 +61,48 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _default(value: Any) -> str:
+    """A default as YAML flow text, in backticks."""
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False).strip()
+    text = text.removesuffix("\n...").strip()
+    return f"`{_md_cell(text)}`"
+
+
+def _owner(option: Option, rules: Sequence[Rule]) -> str:
+    """Who declares an option: a rule's ID, else its module (the file's frame, a domain module)."""
+    for r in rules:
+        if r.module == option.owner:
+            return r.id
+    return f"`{option.owner}`"
+
+
+def options_table(options: Iterable[Option], rules: Sequence[Rule], owner: bool = True) -> list[str]:
+    """Markdown rows: key, type, default, (declared by,) what it does."""
+    head = "| key | type | default |" + (" declared by |" if owner else "") + " description |"
+    out = [head, "|---|---|---|" + ("---|" if owner else "") + "---|"]
+    for o in options:
+        cells = [f"`{o.path}`", _md_cell(o.type), _default(o.default)]
+        if owner:
+            cells.append(_owner(o, rules))
+        cells.append(_md_cell(" ".join(o.doc.split())))
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def policy_file_reference(rules: Sequence[Rule]) -> list[str]:
+    """The section listing every key of the policy file, generated from the declarations."""
+    from policies.config import option_table
+
+    return ["", "## Policy file reference", "",
+            "Every key of the policy file (`.gpugate.yaml`, or the webhook's ConfigMap). Each is declared "
+            "by the rule or module that reads it; the file's JSON Schema and these defaults are generated "
+            "from the declarations. A mapping-valued key (such as `gpu.resources` or `rules`) keeps the "
+            "default entries you do not set; lists and other values replace the default.", "",
+            *options_table(option_table().options, rules)]
+
+
 def markdown(rules: Sequence[Rule], custom: Sequence[RuleInfo] = ()) -> str:
     """The rule reference. Deterministic: the committed docs/rules.md must equal it."""
     out = [
@@ -91,9 +135,12 @@ def markdown(rules: Sequence[Rule], custom: Sequence[RuleInfo] = ()) -> str:
                 + (" · **needs a cluster snapshot**" if r.needs_topology else "")
                 + (" · **mutating** (fixable)" if r.mutate is not None else ""),
                 "", _demote_headings(r.prose, 3)]
+        if r.options:
+            out += ["", "**Options** (policy file):", "", *options_table(r.options, rules)]
         for example in r.examples:
             out += ["", f"**{EXAMPLE_TITLES.get(example.role, example.role)}:**", "", "```yaml",
                     example.text.rstrip("\n"), "```"]
+    out += policy_file_reference(rules)
     if custom:
         out += ["", "## Custom checks (from the policy file)"]
         for c in custom:

@@ -20,8 +20,8 @@ import marshal
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policies.findings import escape_pointer
 from policies.kinds import KindSpec, kind_spec
+from policies.pointers import escape_pointer
 
 __all__ = ["controller_owner", "changed_pointers", "touches", "inside", "identity_keys", "owner_keys",
            "IGNORED_TOP_LEVEL"]

@@ -1,161 +1,100 @@
 """The policy file: one YAML document read by both front ends, validated with jsonschema.
 
-Every key has a default, so no file is needed. A bad file is a :class:`PolicyError`
-whose message names the path of the offending key.
+Its keys are declared where they are used (:mod:`policies.options`): each rule module's
+``OPTIONS``, the domain modules several rules share (:mod:`policies.gpu`,
+:mod:`policies.groups`, :mod:`policies.custom`) and, here, the frame of the file. The
+JSON Schema and the defaults are generated from those declarations. Every key has a
+default, so no file is needed. A bad file is a :class:`PolicyError` whose message names
+the path of the offending key.
+
+This module takes text or parsed data, never a path: the front ends read the file
+(``lint/`` also finds it, ``webhook/`` watches it).
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from policies.custom import ENTRY_SCHEMA as CUSTOM_ENTRY_SCHEMA
+from policies import custom
 from policies.findings import Severity
+from policies.memo import Scratch, process_cache
+from policies.options import Option, OptionTable, PolicyError
+from policies.registry import all_rules
 
-DEFAULT_POLICY: dict[str, Any] = {
-    "apiVersion": "gpugate.io/v1alpha1",
-    "kind": "Policy",
-    "usage": {
-        "nodeKey": "maip.mxsf.io/node.usage",
-        "workloadKey": "maip.mxsf.io/usage",
-        "pools": {"training": ["training", "hybrid"], "inference": ["inference", "hybrid"]},
-        "preferredWeight": 100,
-        "scope": "gpu",
-        "defaults": {
-            "Deployment": "inference", "StatefulSet": "inference", "RayService": "inference",
-            "Job": "training", "PyTorchJob": "training", "RayJob": "training", "RayCluster": "training",
-            "ElasticJob": "training",
-            # The other Kubeflow training kinds are training by definition.
-            "TFJob": "training", "XGBoostJob": "training", "PaddleJob": "training", "JAXJob": "training",
-            "MPIJob": "training",
-        },
-    },
-    "controlPlaneTaint": "maip.mxsf.io/control-plane",
-    "gpu": {
-        "resources": {
-            "nvidia.com/gpu": "nvidia.com/gpu.product",
-            "metax-tech.com/gpu": "metax-tech.com/gpu.product",
-        },
-        "groupSizeAnnotation": "metax-tech.com/gpu-group-size",
-        "atomicGroupSizeAnnotation": "metax-tech.com/atomic-gpu-group-size",
-        "supernodeLabels": ["nvidia.com/gpu.clique"],
-        # What pins a GPU model besides the product labels of `resources` (GG104): a
-        # nodeSelector or required node affinity `In` on one of these node labels, or one
-        # of these annotations on the pod template.
-        "modelPins": {
-            "nodeLabels": [
-                "nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
-                "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type",
-                "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-family",
-                "karpenter.azure.com/sku-gpu-name", "k8s.amazonaws.com/accelerator",
-                "gpu.nvidia.com/class", "gpu.nvidia.com/model", "amd.com/gpu.product-name", "accelerator",
-            ],
-            "annotations": ["nvidia.com/use-gputype"],
-        },
-    },
-    # Facts of the platform the cluster runs on.
-    "platform": {
-        # The ExtendedResourceToleration admission plugin (GKE runs it): a pod requesting an
-        # extended resource tolerates `<resource>:NoSchedule` taints. auto: on for a
-        # snapshot whose nodes carry GKE labels.
-        "extendedResourceToleration": "auto",
-    },
-    "queues": {"require": False},
-    "feasibility": {
-        "mode": "enforce",
-        "autoscaling": False,
-        # A live topology not confirmed by the API server for longer than this is stale:
-        # no capacity verdict from it, GG406 says so (a warning, or with whenStale: deny,
-        # an error that refuses the workload).
-        "staleAfterSeconds": 5,
-        "whenStale": "warn",
-        "budgetMilliseconds": 200,
-    },
-    "rules": {},
-    "exclude": {"namespaces": ["kube-system", "kube-public", "gpugate-system"]},
-    "custom": [],
-}
+__all__ = ["Policy", "PolicyError", "RuleSetting", "FRAME_OPTIONS", "option_table", "policy_defaults",
+           "policy_schema", "policy_from_data", "policy_from_text", "MAX_POLICY_BYTES", "MAX_POLICY_DEPTH",
+           "MAX_POLICY_VALUES"]
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 _SEVERITY = {"enum": ["error", "warning", "info"]}
 
-# Extended by other modules (custom checks) through SCHEMA["properties"].
-SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"const": "gpugate.io/v1alpha1"},
-        "kind": {"const": "Policy"},
-        "usage": {
-            "type": "object", "additionalProperties": False,
-            "properties": {
-                "nodeKey": {"type": "string", "minLength": 1},
-                "workloadKey": {"type": "string", "minLength": 1},
-                "pools": {"type": "object", "additionalProperties": {**_STR_LIST, "minItems": 1}},
-                "preferredWeight": {"type": "integer", "minimum": 1, "maximum": 100},
-                "scope": {"enum": ["gpu", "all"]},
-                "defaults": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-        },
-        "controlPlaneTaint": {"type": "string"},
-        "gpu": {
-            "type": "object", "additionalProperties": False,
-            "properties": {
-                "resources": {"type": "object", "additionalProperties": {"type": "string"}},
-                "groupSizeAnnotation": {"type": "string", "minLength": 1},
-                "atomicGroupSizeAnnotation": {"type": "string", "minLength": 1},
-                "supernodeLabels": _STR_LIST,
-                "modelPins": {
-                    "type": "object", "additionalProperties": False,
-                    "properties": {"nodeLabels": _STR_LIST, "annotations": _STR_LIST},
-                },
-            },
-        },
-        "platform": {
-            "type": "object", "additionalProperties": False,
-            "properties": {"extendedResourceToleration": {"enum": ["auto", True, False]}},
-        },
-        "queues": {
-            "type": "object", "additionalProperties": False,
-            "properties": {"require": {"type": "boolean"}},
-        },
-        "feasibility": {
-            "type": "object", "additionalProperties": False,
-            "properties": {
-                "mode": {"enum": ["off", "warn", "enforce"]},
-                "autoscaling": {"type": "boolean"},
-                "staleAfterSeconds": {"type": "number", "exclusiveMinimum": 0},
-                "whenStale": {"enum": ["warn", "deny"]},
-                "budgetMilliseconds": {"type": "number", "exclusiveMinimum": 0},
-            },
-        },
-        "rules": {
-            "type": "object",
-            "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_-]*$"},
-            "additionalProperties": {
-                "oneOf": [
-                    {"enum": ["off", "on", "error", "warning", "info"]},
-                    {"type": "boolean"},
-                    {"type": "object", "additionalProperties": False,
-                     "properties": {"severity": _SEVERITY, "enabled": {"type": "boolean"}}},
-                ]
-            },
-        },
-        "exclude": {
-            "type": "object", "additionalProperties": False,
-            "properties": {"namespaces": _STR_LIST},
-        },
-        "custom": {"type": "array", "items": CUSTOM_ENTRY_SCHEMA},  # policies.custom (SPEC 6)
-    },
-}
+# The frame of the file: what it is, which rules run, what is never judged.
+API_VERSION = Option("apiVersion", {"const": "gpugate.io/v1alpha1"}, "gpugate.io/v1alpha1",
+                     "The version of the policy format.")
+KIND = Option("kind", {"const": "Policy"}, "Policy", "Always `Policy`.")
+RULES = Option(
+    "rules",
+    {"type": "object",
+     "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_-]*$"},
+     "additionalProperties": {
+         "oneOf": [
+             {"enum": ["off", "on", "error", "warning", "info"]},
+             {"type": "boolean"},
+             {"type": "object", "additionalProperties": False,
+              "properties": {"severity": _SEVERITY, "enabled": {"type": "boolean"}}},
+         ]}},
+    {},
+    "Rule (by ID or slug) -> `off`, `on`, a severity, or `{severity, enabled}`; custom checks too.")
+EXCLUDE_NAMESPACES = Option("exclude.namespaces", _STR_LIST, ["kube-system", "kube-public", "gpugate-system"],
+                            "Namespaces whose objects are never judged.")
+FRAME_OPTIONS = (API_VERSION, KIND, RULES, EXCLUDE_NAMESPACES)
+
+# The order of keys in the defaults, the schema and the reference: top-level keys, then
+# keys within a section (SPEC section 3); keys not listed follow in declaration order.
+KEY_ORDER = ("apiVersion", "kind", "usage", "controlPlaneTaint", "gpu", "platform", "queues",
+             "feasibility", "rules", "exclude", "custom",
+             "usage.nodeKey", "usage.workloadKey", "usage.pools", "usage.preferredWeight", "usage.scope",
+             "usage.defaults", "gpu.resources", "gpu.groupSizeAnnotation", "gpu.atomicGroupSizeAnnotation",
+             "gpu.supernodeLabels", "gpu.modelPins.nodeLabels", "gpu.modelPins.annotations",
+             "feasibility.mode", "feasibility.autoscaling", "feasibility.staleAfterSeconds",
+             "feasibility.whenStale", "feasibility.budgetMilliseconds")
 
 
-class PolicyError(ValueError):
-    """The policy file is unreadable or invalid; the message names file and key path."""
+def declared_options() -> Iterator[Option]:
+    """Every declaration: the frame, custom checks, and each rule's ``OPTIONS`` (which
+    include the options of the domain modules it reads)."""
+    yield from FRAME_OPTIONS
+    yield from custom.OPTIONS
+    for rule in all_rules().values():
+        yield from rule.options
+
+
+@process_cache(1, "policies.config.option_table")
+def option_table() -> OptionTable:
+    """The table of every declared option (schema and defaults generated from it)."""
+    return OptionTable(declared_options(), KEY_ORDER,
+                       top={"$schema": "https://json-schema.org/draft/2020-12/schema"})
+
+
+def policy_schema() -> dict[str, Any]:
+    """The JSON Schema of the policy file, generated from the declarations."""
+    return option_table().schema
+
+
+def policy_defaults() -> dict[str, Any]:
+    """The policy in force without a file (a fresh copy), generated from the declarations."""
+    return option_table().defaults()
+
+
+def __getattr__(name: str) -> Any:
+    # Old names, generated on use: the declarations live in modules that import this one.
+    if name == "DEFAULT_POLICY":
+        return policy_defaults()
+    if name == "SCHEMA":
+        return policy_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -168,13 +107,13 @@ class RuleSetting:
 class Policy:
     """A validated policy, defaults filled in. Rules read it; nobody mutates it."""
 
-    data: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_POLICY))
+    data: dict[str, Any] = field(default_factory=policy_defaults)
     source: str = "<defaults>"
-    # Filled by policies.custom when the file has custom checks (compiled once per load).
+    # Filled by policy_from_data when the file has custom checks (compiled once per load).
     custom_checks: list[Any] = field(default_factory=list)
     # Derived from ``data`` by readers that ask on every object (rule settings, the
     # engine's enabled rules); valid because nobody mutates a loaded policy.
-    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    memo: Scratch = field(default_factory=Scratch, repr=False, compare=False)
 
     # -- typed views of the sections rules use most ---------------------------------
     @property
@@ -224,35 +163,21 @@ class Policy:
                            severity=Severity.parse(sev) if sev else None)
 
 
-def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep merge for mappings; lists and scalars in ``override`` replace."""
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict) and key not in ("rules", "pools",
-                                                                                          "defaults",
-                                                                                          "resources"):
-            out[key] = _merge(out[key], value)
-        elif isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def _error_path(error: Any) -> str:
     parts = [str(p) for p in error.absolute_path]
     return ".".join(parts) if parts else "(top level)"
 
 
 def policy_from_data(data: Any, source: str = "<policy>") -> Policy:
-    """Validate and default a parsed policy document."""
+    """Validate and default a parsed policy document, and compile its custom checks."""
     import jsonschema
 
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise PolicyError(f"{source}: the policy must be a mapping, not {type(data).__name__}")
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    table = option_table()
+    validator = jsonschema.Draft202012Validator(table.schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
@@ -266,9 +191,8 @@ def policy_from_data(data: Any, source: str = "<policy>") -> Policy:
             message = f"{_error_path(first)}: {first.message}"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise PolicyError(f"{source}: invalid policy: {message}{more}")
-    policy = Policy(data=_merge(copy.deepcopy(DEFAULT_POLICY), data), source=source)
-    from policies import custom  # compiled once per load; raises PolicyError on bad entries
-
+    policy = Policy(data=table.merge(data), source=source)
+    # compiled once per load; raises PolicyError on bad entries
     policy.custom_checks = custom.compile_checks(policy.data.get("custom") or [], source)
     return policy
 
@@ -316,38 +240,22 @@ def _more_values_than(data: Any, limit: int) -> bool:
     return False
 
 
-def load_policy(path: str | Path) -> Policy:
+def policy_from_text(text: str, source: str = "<policy>") -> Policy:
+    """Parse, validate and default the text of a policy file; ``source`` (its path) starts
+    every error message. Hostile input (huge, deeply nested, alias bombs) is refused."""
     import yaml
 
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"{path}: cannot read policy file: {exc}") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     if len(text) > MAX_POLICY_BYTES:
-        raise PolicyError(f"{path}: policy file is {len(text):,} characters, over the limit of "
+        raise PolicyError(f"{source}: policy file is {len(text):,} characters, over the limit of "
                           f"{MAX_POLICY_BYTES:,}")
     if _too_deep(text, loader):
-        raise PolicyError(f"{path}: policy file nests deeper than {MAX_POLICY_DEPTH} levels")
+        raise PolicyError(f"{source}: policy file nests deeper than {MAX_POLICY_DEPTH} levels")
     try:
         data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{path}: policy file is not valid YAML: {exc}") from None
+        raise PolicyError(f"{source}: policy file is not valid YAML: {exc}") from None
     if "*" in text and _more_values_than(data, MAX_POLICY_VALUES):
-        raise PolicyError(f"{path}: policy file expands to more than {MAX_POLICY_VALUES:,} values "
+        raise PolicyError(f"{source}: policy file expands to more than {MAX_POLICY_VALUES:,} values "
                           "(YAML aliases)")
-    return policy_from_data(data, str(path))
-
-
-CONFIG_FILENAME = ".gpugate.yaml"
-
-
-def find_policy_file(start: str | Path = ".") -> Path | None:
-    """``.gpugate.yaml`` in ``start`` or the nearest parent directory that has one."""
-    here = Path(start).resolve()
-    for directory in (here, *here.parents):
-        candidate = directory / CONFIG_FILENAME
-        if candidate.is_file():
-            return candidate
-    return None
+    return policy_from_data(data, source)

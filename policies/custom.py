@@ -26,16 +26,19 @@ import re
 import string
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from policies.findings import Finding, ObjectRef, Severity, join_pointer, split_pointer
+from policies.findings import Finding, ObjectRef, Severity
+from policies.kinds import KINDS
+from policies.memo import process_cache
+from policies.options import Option, PolicyError
+from policies.pointers import join_pointer, split_pointer
+from policies.registry import all_rules
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-    from policies.config import Policy
     from policies.workload import Workload
 
 log = logging.getLogger("gpugate.custom")
@@ -55,8 +58,8 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _REASON_MAX = 200  # a validator reason may quote a whole object; keep messages readable
 
-# The jsonschema item schema of one ``custom:`` entry; policies.config embeds it so that
-# shape errors name their path (``custom.0.target``).
+# The jsonschema item schema of one ``custom:`` entry; the policy schema embeds it so
+# that shape errors name their path (``custom.0.target``).
 ENTRY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -72,6 +75,17 @@ ENTRY_SCHEMA: dict[str, Any] = {
         "schema": {"type": ["object", "boolean"]},
     },
 }
+
+CUSTOM = Option("custom", {"type": "array", "items": ENTRY_SCHEMA}, [],
+                "Your own checks, written as JSON Schema (SPEC section 6): `id`, `slug`, `severity`, "
+                "`message`, `target` (Workload, PodSet or Container), `schema`, optional `kinds`.")
+OPTIONS = (CUSTOM,)
+
+
+class RuleSettings(Protocol):
+    """What a check reads of the policy (:class:`policies.config.Policy`)."""
+
+    def rule_setting(self, rule_id: str, slug: str = "") -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,7 @@ class CustomCheck:
             "object": str(ref), "podSet": instance.pod_set, "container": instance.container,
         })
 
-    def evaluate(self, workload: Workload, ref: ObjectRef | None, policy: Policy) -> list[Finding]:
+    def evaluate(self, workload: Workload, ref: ObjectRef | None, policy: RuleSettings) -> list[Finding]:
         """Findings for every target instance that does not validate against the schema."""
         setting = policy.rule_setting(self.id, self.slug)
         if not setting.enabled or not self.applies_to(workload):
@@ -147,16 +161,11 @@ class CustomCheck:
         return findings
 
 
-# The engine runs every custom check on one workload in a row: collect the instances of
-# each target once per workload, not once per check (identity of the last workload).
-_last_instances: tuple[Workload | None, dict[str, list[Instance]]] = (None, {})
-
-
 def target_instances(workload: Workload) -> dict[str, list[Instance]]:
-    """The instances of every target in ``workload``, by target name."""
-    global _last_instances
-    last, found = _last_instances
-    if last is workload:
+    """The instances of every target in ``workload``, by target name. Remembered on the
+    workload: the engine runs every custom check on it in a row."""
+    found: dict[str, list[Instance]] | None = workload.memo.get("custom instances")
+    if found is not None:
         return found
     pod_specs: list[Instance] = []
     containers: list[Instance] = []
@@ -170,8 +179,8 @@ def target_instances(workload: Workload) -> dict[str, list[Instance]]:
                 key, _, index = path.rpartition("/")
                 name = f"{key.rpartition('/')[2]}[{index}]"  # e.g. containers[0]
             containers.append(Instance(container, path, pod_set.name, name))
-    found = {"Workload": [Instance(workload.doc, "")], "PodSpec": pod_specs, "Container": containers}
-    _last_instances = (workload, found)
+    found = workload.memo["custom instances"] = {
+        "Workload": [Instance(workload.doc, "")], "PodSpec": pod_specs, "Container": containers}
     return found
 
 
@@ -186,7 +195,7 @@ def _json_path(base_pointer: str, rest: Iterable[str | int]) -> str:
     return _pointer_json_path(base_pointer) + "".join(map(_json_path_step, rest))
 
 
-@lru_cache(maxsize=4096)
+@process_cache(4096)
 def _pointer_json_path(pointer: str) -> str:
     # the same pod specs and containers recur for every check: convert each pointer once
     return "$" + "".join(_json_path_step(int(t) if t.isdigit() else t) for t in split_pointer(pointer))
@@ -294,7 +303,7 @@ def _most_relevant(errors: list[Any]) -> Violation:
     return Violation(best.message, tuple(best.instance_path))
 
 
-@lru_cache(maxsize=1024)
+@process_cache(1024)
 def compiled_validator(canonical: str) -> CompiledSchema:
     """The compiled schema for a schema given as canonical JSON, shared by every check and
     reload with the same schema. Only the bundled meta-schemas can be referenced:
@@ -331,8 +340,6 @@ def _check_schema(schema: Any, what: str) -> CompiledSchema:
     from jsonschema_specifications import REGISTRY
     from referencing.exceptions import Unresolvable
 
-    from policies.config import PolicyError
-
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as error:  # already the best match, with the meta-schema's format checks
@@ -363,8 +370,6 @@ def _check_schema(schema: Any, what: str) -> CompiledSchema:
 
 
 def _check_message(message: str, target: str, what: str) -> None:
-    from policies.config import PolicyError
-
     allowed = PLACEHOLDERS[target]
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(message) if name is not None]
@@ -385,9 +390,6 @@ def _check_message(message: str, target: str, what: str) -> None:
 
 
 def _check_kinds(kinds: list[str], what: str) -> None:
-    from policies.config import PolicyError
-    from policies.kinds import KINDS
-
     known = {k.kind for k in KINDS} | {k.label for k in KINDS}
     for kind in kinds:
         if kind not in known:
@@ -399,12 +401,9 @@ def _check_kinds(kinds: list[str], what: str) -> None:
 def compile_checks(entries: list[Any], source: str) -> list[CustomCheck]:
     """Compile the ``custom:`` entries of a policy (already shape-checked by the policy schema).
 
-    Raises :class:`policies.config.PolicyError` naming the entry's id for a broken schema,
+    Raises :class:`PolicyError` naming the entry's id for a broken schema,
     an id or slug that collides with a built-in rule or another entry, or a bad message.
     """
-    from policies.config import PolicyError
-    from policies.registry import all_rules
-
     builtin = all_rules()
     builtin_slugs = {rule.slug: rule.id for rule in builtin.values()}
     seen_ids: dict[str, int] = {}

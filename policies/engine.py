@@ -5,20 +5,23 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from policies.changes import changed_pointers, controller_owner, identity_keys, inside, touches
 from policies.config import Policy
+from policies.context import Change, Context, Sees
 from policies.findings import Finding, ObjectRef, Problem, Severity
+from policies.gpu import is_gpu_workload
+from policies.kinds import KindSpec
 from policies.patch import PatchOp, apply_patch, clone
 from policies.registry import Rule, all_rules, get_rule
+from policies.usage import in_scope
 from policies.workload import (
     ShapeError,
     Workload,
     build_workload,
-    facts_token,
     is_kubernetes_object,
     object_ref,
 )
@@ -28,37 +31,44 @@ log = logging.getLogger("gpugate.engine")
 IGNORE_ANNOTATION = "gpugate.io/ignore"
 
 
-@dataclass(frozen=True)
-class Change:
-    """An UPDATE: the object as it was stored, the parts the update changes (JSON Pointers,
-    ``metadata`` and ``status`` left out) and the keys its own pods and pod groups are filed
-    under in the topology (counted as free for it)."""
-
-    old: dict[str, Any]
-    changed: tuple[str, ...]
-    own: frozenset[str]
+_KIND_FIELDS = frozenset(f.name for f in fields(KindSpec))
 
 
-@dataclass
-class Context:
-    """What a rule may look at besides the workload. Shared by every rule of one evaluation."""
 
-    policy: Policy
-    # Cluster snapshots (``policies.topology``); None: no topology was given, so rules that
-    # need one are not run. An empty or stale snapshot is the rules' business (GG406).
-    clusters: Sequence[Any] | None = None
-    # Per-evaluation memo for derived data several rules need (usage, GPU counts, ...).
-    cache: dict[str, Any] = field(default_factory=dict)
-    # Wall-clock deadline (time.monotonic()) for the feasibility checks; None: no budget.
-    deadline: float | None = None
-    # Set for an UPDATE: what it changes (rules and feasibility judge only that).
-    change: Change | None = None
-    # The policy's facts_token, for keys of shared pod-spec facts: asked once here, not by
-    # every rule (see policies.workload.facts_token).
-    token: int = field(init=False, repr=False, compare=False)
+def _has_pod_sets(workload: Workload, policy: Policy) -> bool:
+    return bool(workload.pod_sets)
 
-    def __post_init__(self) -> None:
-        self.token = facts_token(self.policy.memo)
+
+def _kind_has(name: str) -> Callable[[Workload, Policy], bool]:
+    def predicate(workload: Workload, policy: Policy) -> bool:
+        return bool(getattr(workload.spec, name))
+    return predicate
+
+
+# The named predicates of Sees, each a function of the workload and the policy.
+PREDICATES: dict[str, Callable[[Workload, Policy], bool]] = {
+    "pod_sets": _has_pod_sets,
+    "gpu": is_gpu_workload,
+    "usage_scope": in_scope,
+    **{f"kind has {name}": _kind_has(name) for name in _KIND_FIELDS},
+}
+
+
+def rule_sees(rule: Rule) -> tuple[str, ...]:
+    """The predicates of the rule's ``SEES`` (none: it sees every object)."""
+    return rule.sees.predicates if isinstance(rule.sees, Sees) else ()
+
+
+def _sees(predicates: tuple[str, ...], workload: Workload, policy: Policy, seen: dict[str, bool]) -> bool:
+    """Whether ``workload`` satisfies every one of ``predicates``; ``seen`` keeps the
+    answers for this workload, so each predicate is tested once per object."""
+    for name in predicates:
+        found = seen.get(name)
+        if found is None:
+            found = seen[name] = PREDICATES[name](workload, policy)
+        if not found:
+            return False
+    return True
 
 
 @dataclass
@@ -118,15 +128,18 @@ def enabled_rules(policy: Policy) -> list[Rule]:
     return rules  # type: ignore[no-any-return]
 
 
-def _rules_to_run(policy: Policy, ignored: frozenset[str], topology: bool) -> tuple[list[Rule], list[Rule]]:
-    """(mutating rules, checking rules) to run on one object, in ID order. Worked out once
-    per loaded policy for objects that ignore no rule (nearly all)."""
+_Dispatch = list[tuple[Rule, tuple[str, ...]]]   # each rule with the predicates of what it sees
+
+
+def _rules_to_run(policy: Policy, ignored: frozenset[str], topology: bool) -> tuple[_Dispatch, _Dispatch]:
+    """(mutating rules, checking rules) to run on one object, in ID order, each with what it
+    sees. Worked out once per loaded policy for objects that ignore no rule (nearly all)."""
     key = "rules_to_run with topology" if topology else "rules_to_run"
     if not ignored and key in policy.memo:
         return policy.memo[key]  # type: ignore[no-any-return]
     rules = [r for r in enabled_rules(policy) if r.id not in ignored and r.slug not in ignored]
-    found = ([r for r in rules if r.mutate is not None],
-             [r for r in rules if r.check is not None and (topology or not r.needs_topology)])
+    found = ([(r, rule_sees(r)) for r in rules if r.mutate is not None],
+             [(r, rule_sees(r)) for r in rules if r.check is not None and (topology or not r.needs_topology)])
     if not ignored:
         policy.memo[key] = found
     return found
@@ -189,8 +202,11 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
         checking = []
     patchable = _patchable(workload, change)
 
+    seen: dict[str, bool] = {}   # the predicates of Sees, for this workload
     current = doc
-    for index, rule in enumerate(mutating):
+    for index, (rule, sees) in enumerate(mutating):
+        if sees and not _sees(sees, workload, policy, seen):
+            continue
         changed_doc = False
         for item in _mutations(rule, workload, ctx, ref):
             if isinstance(item, Problem):  # internal error
@@ -216,15 +232,17 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
                 workload = build_workload(current) or workload
             except ShapeError:  # our own patch never breaks the shape; keep the last good model
                 pass
-            ctx.cache.clear()
+            ctx.answers.clear()
+            seen.clear()
     # (without checks, the last rule's patch is not applied: ``mutated`` is not the whole truth)
     result.mutated = current if result.patch and checks else None
     result.workload = workload
 
-    for rule in checking:
-        # The guard, inlined: a function per rule and object is measurable here. A check
-        # may return any iterable: most return an empty tuple when they cannot fire, which
-        # costs less than a generator that yields nothing.
+    for rule, sees in checking:
+        if sees and not _sees(sees, workload, policy, seen):
+            continue
+        # The guard is inlined: it runs for every rule and object. A check may return any
+        # iterable (most return an empty tuple when they cannot fire).
         try:
             for problem in rule.check(workload, ctx):  # type: ignore[misc]  # only rules with a check
                 if change is not None and not rule.needs_topology and \

@@ -1,17 +1,25 @@
-"""What a rule reports: :class:`Problem` (inside a rule) and :class:`Finding` (outside)."""
+"""What a rule reports: :class:`Problem` (inside a rule) and :class:`Finding` (outside).
+
+The JSON Pointer helpers live in :mod:`policies.pointers` (importable from here too);
+:func:`policies.spec_problems.pod_set_problems` judges pod specs by content.
+"""
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:  # the model imports this module: names for the annotations only
-    from policies.config import Policy
-    from policies.workload import PodSet, Workload
+from policies.pointers import (  # noqa: F401 - re-exported: rules import them from here
+    escape_pointer,
+    field_name,
+    join_pointer,
+    pointer_tokens,
+    split_pointer,
+    unescape_pointer,
+)
 
 
 class Severity(IntEnum):
@@ -54,27 +62,6 @@ class SpecProblem(NamedTuple):
 
     detail: str
     path: str                   # JSON Pointer from the pod spec
-
-
-def pod_set_problems(workload: Workload, policy: Policy, key: Any,
-                     find: Callable[[PodSet, Policy], Iterable[SpecProblem]]) -> list[Problem]:
-    """The problems of every pod set of ``workload`` that ``find(pod_set, policy)`` sees in
-    its pod spec.
-
-    ``find`` reads only the pod spec's content and the policy; what it finds is kept in
-    the pod set's shared facts under ``key``, which names the rule and, when ``find``
-    reads the policy, carries the policy's facts token. So a repeated pod template (a
-    sweep, a Master/Worker pair) is judged once and then costs a lookup per pod set."""
-    problems: list[Problem] = []
-    for pod_set in workload.pod_sets:
-        found: tuple[SpecProblem, ...] | None = pod_set.facts.get(key)
-        if found is None:
-            found = pod_set.facts[key] = tuple(find(pod_set, policy))
-        if found:  # rare: messages and paths are built only here
-            base = pod_set.spec_path
-            for detail, path in found:
-                problems.append(Problem(f"pod set {quoted(pod_set.name)}{detail}", base + path))
-    return problems
 
 
 # -- messages --------------------------------------------------------------------------------
@@ -164,54 +151,3 @@ class Finding:
             "fixable": self.fixable,
             "object": self.object.as_dict() if self.object else None,
         }
-
-
-def escape_pointer(token: str) -> str:
-    """One JSON Pointer reference token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
-    if "~" not in token and "/" not in token:  # nearly every key: no copy, no scan twice
-        return token
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def unescape_pointer(token: str) -> str:
-    if "~" not in token:
-        return token
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def join_pointer(base: str, *tokens: str | int) -> str:
-    return base + "".join(["/" + escape_pointer(t if type(t) is str else str(t)) for t in tokens])
-
-
-def pointer_tokens(pointer: str) -> tuple[str, ...]:
-    """The unescaped reference tokens of a JSON Pointer, as a tuple."""
-    if len(pointer) > _REMEMBERED_POINTER_MAX:  # a hostile key must not pin megabytes in the cache
-        return _tokens(pointer)
-    return _remembered_tokens(pointer)
-
-
-def _tokens(pointer: str) -> tuple[str, ...]:
-    if not pointer:
-        return ()
-    return tuple([unescape_pointer(t) for t in pointer.split("/")[1:]])
-
-
-# The kind table's paths and the pod-set paths are split again on every object.
-_REMEMBERED_POINTER_MAX = 512
-_remembered_tokens = functools.lru_cache(maxsize=4096)(_tokens)
-
-
-def split_pointer(pointer: str) -> list[str]:
-    return list(pointer_tokens(pointer))
-
-
-def field_name(pointer: str) -> str:
-    """A JSON Pointer as the field path people write: ``spec.tasks[0].template``,
-    ``metadata.labels[volcano.sh/queue-name]`` (keys with ``.`` or ``/`` in brackets)."""
-    out = ""
-    for token in split_pointer(pointer):
-        if token.isdigit() or "." in token or "/" in token:
-            out += f"[{token}]"
-        else:
-            out += ("." if out else "") + token
-    return out or "(root)"

@@ -7,8 +7,15 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from policies.config import Policy
+from policies.options import Option
 from policies.quantity import QuantityError, exact_sum, is_positive, parse_quantity
 from policies.workload import PodSet, Workload, facts_token, spec_containers
+
+GPU_RESOURCES = Option(
+    "gpu.resources", {"type": "object", "additionalProperties": {"type": "string"}},
+    {"nvidia.com/gpu": "nvidia.com/gpu.product", "metax-tech.com/gpu": "metax-tech.com/gpu.product"},
+    "Extended resource -> node label carrying the GPU product. Entries you give are added to these.")
+OPTIONS = (GPU_RESOURCES,)
 
 
 def gpu_requests(pod_set: PodSet, policy: Policy) -> dict[str, Fraction]:

@@ -12,19 +12,31 @@ Rules GG201-GG205 and the feasibility check GG405 all read groups through here.
 
 from __future__ import annotations
 
-import functools
 import re
 from fractions import Fraction
 from typing import Any, NamedTuple
 
 from policies.config import Policy
-from policies.findings import join_pointer
 from policies.gpu import gpus_per_pod
+from policies.memo import process_cache
+from policies.options import Option
+from policies.pointers import join_pointer
 from policies.quantity import is_positive
 from policies.workload import PodSet, Workload
 
 __all__ = ["GroupValue", "GroupAnnotations", "GpuPodSet", "GroupSpec", "parse_group_size",
-           "group_annotations", "group_sizes", "format_gpus", "is_multiple"]
+           "group_annotations", "group_sizes", "format_gpus", "is_multiple", "GROUP_SIZE_ANNOTATION",
+           "ATOMIC_GROUP_SIZE_ANNOTATION"]
+
+# Read by GG201-GG205 and the feasibility check (GG405): declared here, where they are read.
+GROUP_SIZE_ANNOTATION = Option(
+    "gpu.groupSizeAnnotation", {"type": "string", "minLength": 1}, "metax-tech.com/gpu-group-size",
+    "Annotation giving G, the number of GPUs that must be placed together as one group.")
+ATOMIC_GROUP_SIZE_ANNOTATION = Option(
+    "gpu.atomicGroupSizeAnnotation", {"type": "string", "minLength": 1},
+    "metax-tech.com/atomic-gpu-group-size",
+    "Annotation giving A, the part of a group that must sit on one node or supernode (default: G).")
+OPTIONS = (GROUP_SIZE_ANNOTATION, ATOMIC_GROUP_SIZE_ANNOTATION)
 
 # strconv.Atoi accepts an optional sign; zero and negatives are refused below.
 _INTEGER = re.compile(r"[+]?[0-9]{1,18}")
@@ -78,7 +90,7 @@ def _values(workload: Workload, key: str) -> list[GroupValue]:
     return found
 
 
-@functools.lru_cache(maxsize=64)
+@process_cache(64)
 def _annotation_path(key: str) -> str:
     """``/metadata/annotations/<key>``, escaped: the same few policy keys on every object."""
     return join_pointer("/metadata/annotations", key)
@@ -175,9 +187,10 @@ def group_sizes(workload: Workload, policy: Policy) -> GroupSpec | None:
     Remembered on the workload.
     """
     key = ("group_sizes", id(policy))
-    if key not in workload.memo:
-        workload.memo[key] = _group_sizes(workload, policy)
-    return workload.memo[key]  # type: ignore[no-any-return]
+    if key in workload.memo:
+        return workload.memo[key]  # type: ignore[no-any-return]
+    found = workload.memo[key] = _group_sizes(workload, policy)
+    return found
 
 
 def _group_sizes(workload: Workload, policy: Policy) -> GroupSpec | None:

@@ -116,6 +116,7 @@ def process_cache(maxsize: int, name: str | None = None) -> Callable[[Callable[P
         _register(name or f"{fn.__module__}.{fn.__qualname__}",
                   lambda: cached.cache_info().currsize, cached.cache_clear)
         call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        call.cache_info = cached.cache_info  # type: ignore[attr-defined]
         return call
 
     return wrap

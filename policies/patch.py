@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from policies.findings import split_pointer
+from policies.pointers import split_pointer
 
 PatchOp = dict[str, Any]
 

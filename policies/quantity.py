@@ -14,11 +14,12 @@ both rounded up (``Quantity.MilliValue`` / ``Quantity.Value``).
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Iterable
 from fractions import Fraction
+
+from policies.memo import process_cache
 
 __all__ = ["QuantityError", "parse_quantity", "scheduler_units", "format_quantity", "is_cpu", "exact_sum",
            "is_positive"]
@@ -65,7 +66,7 @@ def parse_quantity(value: object) -> Fraction:
     return parse_text(value)
 
 
-@functools.lru_cache(maxsize=4096)
+@process_cache(4096)
 def parse_text(value: str) -> Fraction:
     """:func:`parse_quantity` of a string. Manifests repeat the same few quantities (``8``,
     ``32Gi``) across every pod set and review: parse each text once. Fractions are

@@ -17,6 +17,7 @@ A rule module, like a yamllint rule, is its own documentation::
     ID = "GG202"
     SLUG = "gpu-group-size-divisible"
     SEVERITY = Severity.ERROR
+    OPTIONS = (GROUP_SIZE_ANNOTATION, "gpu.resources")
 
     def check(workload: Workload, ctx: Context) -> Iterable[Problem]: ...
 
@@ -24,7 +25,13 @@ A rule module, like a yamllint rule, is its own documentation::
 rule cannot fire: the engine calls every check on every object, and a plain return is
 cheaper than a generator that yields nothing). A rule whose problems depend only on the
 content of a pod spec (and the policy) reports them through
-:func:`policies.findings.pod_set_problems`, so that equal pod specs are judged once.
+:func:`policies.spec_problems.pod_set_problems`, so that equal pod specs are judged once.
+
+``OPTIONS`` lists the policy-file options the rule reads (:mod:`policies.options`): an
+:class:`~policies.options.Option` it declares (it owns the key), one it imports from the
+domain module that owns it, or the dotted path of one another rule declares. The policy
+schema and defaults are generated from these declarations (:mod:`policies.config`), and
+the rules reference shows them.
 
 Optional module attributes: ``NEEDS_TOPOLOGY = True`` (runs only when a cluster
 snapshot is given), ``STAGE = "input"`` (reported by the front end's parser, no
@@ -47,6 +54,7 @@ from types import ModuleType
 from typing import Any
 
 from policies.findings import Problem, Severity
+from policies.options import Option
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,13 @@ class Rule:
     mutate: Callable[..., Iterable[tuple[Problem, list[dict[str, Any]]]]] | None
     needs_topology: bool
     stage: str
+    # The options the rule reads, its own and those declared elsewhere.
+    options: tuple[Option, ...] = ()
+    # The options this rule declares (owns).
+    declares: tuple[Option, ...] = ()
+    # The module's ``SEES`` (a policies.context.Sees: what objects the engine shows it);
+    # None: every object.
+    sees: Any = None
 
     @property
     def summary(self) -> str:
@@ -93,7 +108,8 @@ def _dedent(text: str) -> str:
     return textwrap.dedent(text)
 
 
-def _rule_from_module(module: ModuleType) -> Rule:
+def _rule_from_module(module: ModuleType, options: tuple[Option, ...] = (),
+                      declares: tuple[Option, ...] = ()) -> Rule:
     return Rule(
         id=module.ID,
         slug=module.SLUG,
@@ -104,9 +120,40 @@ def _rule_from_module(module: ModuleType) -> Rule:
         mutate=getattr(module, "mutate", None),
         needs_topology=getattr(module, "NEEDS_TOPOLOGY", False),
         stage=getattr(module, "STAGE", "mutate" if hasattr(module, "mutate") else "validate"),
+        options=options,
+        declares=declares,
+        sees=getattr(module, "SEES", None),
     )
 
 
+def _resolve_options(modules: list[ModuleType]) -> dict[str, tuple[tuple[Option, ...], tuple[Option, ...]]]:
+    """(options read, options declared) per rule module: ``OPTIONS`` entries that are paths
+    are looked up among the :class:`Option` objects of every rule's ``OPTIONS``."""
+    known: dict[str, Option] = {}
+    for module in modules:
+        for entry in getattr(module, "OPTIONS", ()):
+            if isinstance(entry, Option):
+                if known.setdefault(entry.path, entry) is not entry:
+                    raise RuntimeError(f"policy option {entry.path!r} is declared twice "
+                                       f"(again in {module.__name__})")
+            elif not isinstance(entry, str):
+                raise RuntimeError(f"{module.__name__}: OPTIONS entries are Option or a dotted path, "
+                                   f"not {type(entry).__name__}")
+    out: dict[str, tuple[tuple[Option, ...], tuple[Option, ...]]] = {}
+    for module in modules:
+        options: list[Option] = []
+        for entry in getattr(module, "OPTIONS", ()):
+            if isinstance(entry, str):
+                if entry not in known:
+                    raise RuntimeError(f"{module.__name__}: OPTIONS names {entry!r}, which no rule declares")
+                entry = known[entry]
+            options.append(entry)
+        declared = tuple(o for o in options if o.owner == module.__name__)
+        out[module.__name__] = (tuple(options), declared)
+    return out
+
+
+RULES_PACKAGE = "policies.rules"
 _RULES: dict[str, Rule] | None = None
 
 
@@ -114,16 +161,20 @@ def all_rules() -> dict[str, Rule]:
     """Rules by ID, in ID order. Imported once, on first use."""
     global _RULES
     if _RULES is None:
-        import policies.rules as package
-
-        found: dict[str, Rule] = {}
+        # Rules are plugins: found by name at run time, so that the layers below them (and
+        # the policy file, whose options they declare) never import them.
+        package = importlib.import_module(RULES_PACKAGE)
+        modules: list[ModuleType] = []
         for info in pkgutil.iter_modules(package.__path__):
             if info.name.startswith("_"):
                 continue
             module = importlib.import_module(f"{package.__name__}.{info.name}")
-            if not hasattr(module, "ID"):
-                continue
-            rule = _rule_from_module(module)
+            if hasattr(module, "ID"):
+                modules.append(module)
+        options = _resolve_options(modules)
+        found: dict[str, Rule] = {}
+        for module in modules:
+            rule = _rule_from_module(module, *options[module.__name__])
             if rule.id in found:
                 raise RuntimeError(f"duplicate rule id {rule.id} in {module.__name__}")
             found[rule.id] = rule

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from policies.findings import join_pointer, split_pointer
+from policies.pointers import join_pointer, split_pointer
 from policies.quantity import QuantityError, parse_quantity, parse_text
 
 Requests = dict[str, Fraction]

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from policies.findings import ObjectRef, escape_pointer, join_pointer, pointer_tokens
+from policies.findings import ObjectRef
 from policies.kinds import DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
+from policies.memo import ContentMemo, Scratch
+from policies.pointers import escape_pointer, join_pointer, pointer_tokens
 from policies.resources import pod_requests
 
 __all__ = ["ShapeError", "PodSet", "QueueRef", "Workload", "build_workload", "resolve", "MISSING"]
@@ -134,8 +136,8 @@ class PodSet:
     # share one ``facts`` (:func:`_spec_facts`), within an object and across objects. So
     # facts hold no part of the document (it may be changed later), and keys of facts that
     # depend on a policy carry its :func:`facts_token`. Read only.
-    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
-    facts: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    memo: Scratch = field(default_factory=Scratch, repr=False, compare=False)
+    facts: Scratch = field(default_factory=Scratch, repr=False, compare=False)
     # Views of the template every rule reads, worked out once: the template is not changed
     # while a PodSet exists (the engine builds a new workload from a patched object).
     spec: dict[str, Any] = field(init=False, repr=False, compare=False)
@@ -226,7 +228,8 @@ class Workload:
     gang_min: int
     gang_min_path: str          # "" when derived from replicas
     queues: list[QueueRef]
-    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Values derived from the object by several rules (gpu, groups, usage, custom checks).
+    memo: Scratch = field(default_factory=Scratch, repr=False, compare=False)
     # The pod sets counted in the gang (read only: shared by every caller). An attribute,
     # not a property: rules ask for it about ten times per object.
     gang_pod_sets: list[PodSet] = field(init=False, repr=False, compare=False)
@@ -377,16 +380,16 @@ def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, s
 # Facts of pod specs by content, kept across objects: a sweep submits many jobs of one
 # template, and a Master/Worker pair shares one spec. Bounded (the oldest goes first), and
 # only for specs of a reasonable size: the key is the spec's bytes.
-_SPEC_FACTS: dict[bytes, dict[Any, Any]] = {}
 _MAX_SPEC_FACTS = 128
 _MAX_SPEC_BYTES = 16 * 1024
+_SPEC_FACTS = ContentMemo("policies.workload.spec_facts", _MAX_SPEC_FACTS)
 # A facts dict gathers keys per policy (see facts_token; about 16 each): past this many
 # (several policies, or reloads leaving old tokens behind) it starts afresh.
 _MAX_FACTS_KEYS = 128
 _FACTS_TOKENS = itertools.count(1)
 
 
-def facts_token(policy_memo: dict[str, Any]) -> int:
+def facts_token(policy_memo: dict[Any, Any]) -> int:
     """The number that names a policy (by its ``memo``) in the keys of shared ``facts``.
 
     Facts outlive the objects they were first derived for, so a key must never name a
@@ -397,7 +400,7 @@ def facts_token(policy_memo: dict[str, Any]) -> int:
     return token
 
 
-def _spec_facts(spec: Any) -> dict[Any, Any] | None:
+def _spec_facts(spec: Any) -> Scratch | None:
     """The shared facts of pod specs with ``spec``'s exact content, or None (not shared).
 
     The key is ``marshal`` of the spec: unlike ``==``, it tells ``1``, ``1.0`` and ``True``
@@ -412,11 +415,9 @@ def _spec_facts(spec: Any) -> dict[Any, Any] | None:
         return None
     if len(key) > _MAX_SPEC_BYTES:
         return None
-    found = _SPEC_FACTS.get(key)
-    if found is None:
-        if len(_SPEC_FACTS) >= _MAX_SPEC_FACTS:
-            _SPEC_FACTS.pop(next(iter(_SPEC_FACTS)), None)
-        found = _SPEC_FACTS[key] = {}
+    found: Scratch | None = _SPEC_FACTS.get(key)
+    if found is None:  # with memoisation off: a fresh store that keeps nothing
+        found = _SPEC_FACTS.put(key, Scratch())
     elif len(found) > _MAX_FACTS_KEYS:
         found.clear()
     return found

@@ -35,7 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook.watch import RESOURCES, Resource
+from webhook.kube import RESOURCES, Resource
 
 
 @dataclass(eq=False)  # identity: each open stream is its own

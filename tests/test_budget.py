@@ -19,7 +19,7 @@ from webhook_helpers import ServedWebhook, decode_patch, post_review, review_for
 from policies.config import Policy, policy_from_data
 from policies.engine import Evaluation, evaluate
 from policies.topology import ClusterSnapshot, Topology
-from webhook.server import PolicySource, StaticTopology, Webhook
+from webhook.app import PolicySource, StaticTopology, Webhook
 
 GPU = "metax-tech.com/gpu"
 NODES = 50_000

@@ -29,10 +29,10 @@ from webhook_helpers import (
 )
 
 from policies.config import Policy
-from webhook import server
+from webhook import static as server
+from webhook.app import PolicySource, StaticTopology, Webhook
 from webhook.cli import reload_counter
 from webhook.metrics import Metrics
-from webhook.server import PolicySource, StaticTopology, Webhook
 
 GPU = "nvidia.com/gpu"
 INTERVAL = 0.05  # reload tick of the in-process servers
@@ -235,7 +235,7 @@ def test_file_written_during_the_load_is_loaded_again(tmp_path: Path,
 
 
 def test_parsing_child_that_dies_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lint.cluster import ClusterFileError
+    from policies.snapshots import SnapshotError as ClusterFileError
 
     cluster = tmp_path / "prod.yaml"
     cluster.write_text(snapshot_text(8))
@@ -249,7 +249,7 @@ def test_parsing_child_that_dies_is_a_clear_error(tmp_path: Path, monkeypatch: p
 
 
 def test_cancelled_load_ends_its_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lint.cluster import ClusterFileError
+    from policies.snapshots import SnapshotError as ClusterFileError
 
     cluster = tmp_path / "prod.yaml"
     cluster.write_text(snapshot_text(8))
@@ -263,7 +263,7 @@ def test_cancelled_load_ends_its_child(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_bad_file_in_the_child_is_rejected_not_raised(tmp_path: Path) -> None:
-    from lint.cluster import ClusterFileError
+    from policies.snapshots import SnapshotError as ClusterFileError
 
     cluster = tmp_path / "prod.yaml"
     cluster.write_text("apiVersion: v1\nkind: List\nitems: [\n")

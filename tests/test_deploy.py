@@ -316,7 +316,7 @@ def test_cluster_role_is_read_only_and_exactly_the_topology(rendered: dict[str, 
 def test_cluster_role_matches_what_the_live_watch_lists(rendered: dict[str, list[Obj]]) -> None:
     """The ClusterRole follows the watch's own resource table, so a resource added there without
     RBAC (the watch would get 403 in a cluster) fails here."""
-    watch = pytest.importorskip("webhook.watch")
+    watch = pytest.importorskip("webhook.kube")
     watched = {(r.group, r.plural) for r in watch.RESOURCES}
     granted = {(g, r) for o in rendered["base"] if o["kind"] == "ClusterRole"
                for rule in o["rules"] if {"list", "watch"} <= set(rule["verbs"])

@@ -95,3 +95,22 @@ def test_demo_lint_step_runs(capfd: pytest.CaptureFixture[str]) -> None:
     out = capfd.readouterr().out
     assert "$ gpugate lint examples" in out and "(exit code 1)" in out
     assert re.search(r"^\d+ files, \d+ documents", out, re.MULTILINE)
+
+
+def test_each_rule_shows_its_options_with_type_default_and_doc() -> None:
+    text = generated()
+    for rule in all_rules().values():
+        section = text.split(f"### {rule.id} {rule.slug}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+        for option in rule.options:
+            [row] = [line for line in section.splitlines() if line.startswith(f"| `{option.path}` |")]
+            assert option.type.replace("|", "\\|") in row and " ".join(option.doc.split())[:30] in row
+
+
+def test_the_policy_file_reference_lists_every_option() -> None:
+    from policies.config import option_table
+
+    reference = generated().split("\n## Policy file reference\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ", 1)[0].removeprefix("| ") for line in reference.splitlines()
+            if line.startswith("| `")]
+    assert rows == [f"`{o.path}`" for o in option_table().options]
+    assert "`policies.gpu`" in reference and "| `usage.nodeKey` |" in reference

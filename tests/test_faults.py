@@ -37,9 +37,10 @@ from webhook_helpers import (
 )
 
 from policies.config import Policy, policy_from_data
+from webhook.app import PolicySource, Webhook
+from webhook.kube import WatchOptions
 from webhook.metrics import Metrics
-from webhook.server import PolicySource, Webhook
-from webhook.watch import LiveTopology, WatchOptions, watch_api_client
+from webhook.watch import LiveTopology, watch_api_client
 
 GPU = "nvidia.com/gpu"
 STALE_AFTER = 1.0

@@ -23,7 +23,8 @@ from feasibility_helpers import (
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.feasibility import Verdict, feasibility
+from policies.feasibility import Verdict
+from policies.rules._feasibility import feasibility
 from policies.workload import build_workload
 
 CLIQUE = "nvidia.com/gpu.clique"

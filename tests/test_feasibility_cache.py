@@ -12,7 +12,8 @@ from feasibility_helpers import Obj, gpu_node, node, pod, pytorch_job, run
 
 from policies.config import Policy, policy_from_data
 from policies.engine import Context
-from policies.feasibility import Verdict, feasibility
+from policies.feasibility import Verdict
+from policies.rules._feasibility import feasibility
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 

@@ -17,9 +17,11 @@ from feasibility_helpers import USAGE, Obj, node, pod, queue, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies import feasibility
 from policies.config import Policy, policy_from_data
-from policies.feasibility import FitQuestion, Outcome, check_cluster, fit_question
+from policies.feasibility import FitQuestion, capacity, fit_question, packing, questions
+from policies.feasibility import supernodes as gpu_groups
+from policies.rules._feasibility import Reported as Outcome
+from policies.rules._feasibility import check_cluster
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 
@@ -189,8 +191,8 @@ def drawn_check(data: st.DataObject) -> tuple[Topology, FitQuestion, list[Any], 
     question = fit_question(workload, pol)
     if question is None:
         return None
-    free_now, known = feasibility._now(topo)
-    return topo, question, feasibility._sets(topo, question.demands), free_now, known
+    free_now, known = capacity._now(topo)
+    return topo, question, capacity._sets(topo, question.demands), free_now, known
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -207,15 +209,15 @@ def test_capacities_offers_and_supernode_slots_equal_the_straightforward_ones(da
         for key in [k for k in topo.cache if k[0] in ("capacity", "offers", "supernode-slots")]:
             del topo.cache[key]
         known.clear()
-        empty = [feasibility._empty_capacity(topo, s) for s in sets]
-        now = [feasibility._now_capacity(topo, known, s, free_now) for s in sets]
+        empty = [capacity._empty_capacity(topo, s) for s in sets]
+        now = [capacity._now_capacity(topo, known, s, free_now) for s in sets]
         for s, cap_empty, cap_now in zip(sets, empty, now, strict=True):
             assert cap_empty.tolist() == s.capacity(alloc).tolist()
             assert cap_now.tolist() == s.capacity(free_now).tolist()
         for caps, free, is_empty in ((empty, alloc, True), (now, free_now, False)):
             active = list(zip(sets, caps, strict=True))
-            assert dict(feasibility._offers(topo, active, free, is_empty)) == reference_offers(active, free)
-        plan = feasibility._group_plan(question, sets)
+            assert dict(packing._offers(topo, active, free, is_empty)) == reference_offers(active, free)
+        plan = gpu_groups._group_plan(question, sets)
         supernodes = topo.supernodes(question.supernode_labels)
         if plan is not None and supernodes:
             # per node: one kind of pod takes its capacity; kinds of pods add up, within
@@ -226,7 +228,7 @@ def test_capacities_offers_and_supernode_slots_equal_the_straightforward_ones(da
                 gpus = np.maximum(free_now[:, topo.res_index[plan.resource]], 0)
                 pods = np.minimum(pods, gpus // plan.per_pod)
             expected = [int(pods[rows].sum()) // plan.pods_per_unit for _, rows in supernodes]
-            got = feasibility._supernode_slots(topo, sets, plan, now, supernodes, question.supernode_labels,
+            got = gpu_groups._supernode_slots(topo, sets, plan, now, supernodes, question.supernode_labels,
                                                free_now)
             assert got.tolist() == expected
 
@@ -242,12 +244,12 @@ def test_block_capacity_is_exact_on_extreme_values(values: list[int], data: st.D
         matrix[:, col] = data.draw(st.permutations(values)) if col % 2 else values
     amounts = {"cpu": data.draw(st.sampled_from([1, 3, 1000, 2**61, 2**63])), "pods": 1,
                "memory": data.draw(st.integers(1, 2**41))}
-    demand = feasibility.Demand("s", "/spec", 1, tuple(amounts.items()), 1, 1, "[]", {})
-    (s,) = feasibility._sets(topo, [demand])
-    assert feasibility._block(topo, s, matrix, "test", (0,)) is None     # built when asked again
-    block = feasibility._block(topo, s, matrix, "test", (0,))
+    demand = questions.Demand("s", "/spec", 1, tuple(amounts.items()), 1, 1, "[]", {})
+    (s,) = capacity._sets(topo, [demand])
+    assert capacity._block(topo, s, matrix, "test", (0,)) is None     # built when asked again
+    block = capacity._block(topo, s, matrix, "test", (0,))
     assert block is not None
-    got = feasibility._block_capacity(topo, s, block, "test", (0,))
+    got = capacity._block_capacity(topo, s, block, "test", (0,))
     assert got.tolist() == s.capacity(matrix).tolist()
 
 

@@ -33,15 +33,9 @@ from hypothesis import strategies as st
 
 from policies.config import Policy, policy_from_data
 from policies.engine import Context
-from policies.feasibility import (
-    FitQuestion,
-    Outcome,
-    OutcomeMemo,
-    Verdict,
-    check_cluster,
-    feasibility,
-    fit_question,
-)
+from policies.feasibility import FitQuestion, OutcomeMemo, Verdict, fit_question
+from policies.rules._feasibility import Reported as Outcome
+from policies.rules._feasibility import check_cluster, feasibility
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.feasibility import Verdict, feasibility
+from policies.feasibility import Verdict
+from policies.rules._feasibility import feasibility
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 

@@ -1,8 +1,8 @@
 """What every job shape of a template shares is kept on the topology, and always right.
 
 A job of a never-seen shape (another CPU request per pod) reuses what does not depend on
-its requests: the queue's limits and holdings (:func:`policies.feasibility._queue_facts`),
-the supernode slots a uniform capacity gives (:func:`policies.feasibility._uniform_slots`)
+its requests: the queue's limits and holdings (:func:`policies.feasibility.queues._queue_facts`),
+the supernode slots a uniform capacity gives (:func:`policies.feasibility.supernodes._uniform_slots`)
 and the witness worked out from a kept group placement. These tests change what each of
 them is computed from between checks and demand the answer a topology built afresh from
 the same objects gives, and that nothing a caller gets is shared with the next one.
@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_feasibility_cold import POLICIES, as_tuple, clusters, jobs, outcome
 
-from policies import feasibility
 from policies.config import Policy
-from policies.feasibility import check_cluster, fit_question
+from policies.feasibility import fit_question
+from policies.feasibility import supernodes as gpu_groups
+from policies.rules._feasibility import Reported, check_cluster
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 
@@ -109,7 +110,7 @@ def group_job(cpu_millis: int, pods: int, group: int, names: tuple[str, str] = (
             "spec": {"schedulerName": "volcano", "minAvailable": pods, "tasks": tasks}}
 
 
-def checked(doc: Obj, snapshot: ClusterSnapshot, pol: Policy) -> feasibility.Outcome:
+def checked(doc: Obj, snapshot: ClusterSnapshot, pol: Policy) -> Reported:
     workload = build_workload(doc)
     assert workload is not None
     question = fit_question(workload, pol)
@@ -146,12 +147,12 @@ def test_shapes_sharing_a_placement_get_the_fresh_answer_and_their_own_witness(
 def test_groups_never_with_a_known_summary_says_what_it_says_without(
         members: list[int], uniform: int, pods_per_unit: int, units: int) -> None:
     slots = uniform * np.array(members, dtype=np.int64) // pods_per_unit
-    plan = feasibility._Groups(unit=8 * pods_per_unit, per_pod=8, pods_per_unit=pods_per_unit, units=units,
+    plan = gpu_groups._Groups(unit=8 * pods_per_unit, per_pod=8, pods_per_unit=pods_per_unit, units=units,
                                gpu_sets=[0], resource="nvidia.com/gpu", size=8 * pods_per_unit,
                                atomic_explicit=False, path="/x")
     topo = Topology.from_objects(gpu_cluster(len(members), 1, 0))
     supernodes = [(f"clique c{i}", np.array([i], dtype=np.intp)) for i in range(len(members))]
     alloc = topo.alloc[: topo.slots]
     summary = (int(np.argmax(slots)), int(slots.sum()))
-    assert feasibility._groups_never(topo, plan, alloc, supernodes, slots, summary) == \
-        feasibility._groups_never(topo, plan, alloc, supernodes, slots)
+    assert gpu_groups._groups_never(topo, plan, alloc, supernodes, slots, summary) == \
+        gpu_groups._groups_never(topo, plan, alloc, supernodes, slots)

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_feasibility_cold import POLICIES, clusters, drawn_check, jobs, outcome, reference_offers
 
-from policies import feasibility
 from policies.config import Policy
-from policies.feasibility import FitQuestion, fit_question
+from policies.feasibility import FitQuestion, capacity, fit_question, packing, questions, specs
+from policies.feasibility import supernodes as gpu_groups
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 
@@ -76,14 +76,14 @@ def test_a_kept_question_shares_nothing_with_the_document() -> None:
     doc = bench_job(tolerations=[{"key": "k-shared", "operator": "Exists"}])
     question = question_of(doc, policy)
     placement = question.demands[0].placement
-    assert feasibility._signature(placement) == question.demands[0].signature
+    assert specs._signature(placement) == question.demands[0].signature
     # The document is edited after it was asked about: the kept question does not change.
     for task in doc["spec"]["tasks"]:
         task["template"]["spec"]["tolerations"][0]["key"] = "edited"
         task["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] = "edited"
     assert placement["tolerations"] == [{"key": "k-shared", "operator": "Exists"}]
     assert placement["nodeSelector"] == {"nvidia.com/gpu.product": "H100"}
-    assert feasibility._signature(placement) == question.demands[0].signature
+    assert specs._signature(placement) == question.demands[0].signature
     again = question_of(bench_job(tolerations=[{"key": "k-shared", "operator": "Exists"}]), policy)
     assert again is question
     edited = question_of(doc, policy)
@@ -92,9 +92,9 @@ def test_a_kept_question_shares_nothing_with_the_document() -> None:
 
 def test_kept_questions_are_bounded() -> None:
     policy = Policy()
-    for cpu in range(feasibility.QUESTIONS_KEPT + 10):
+    for cpu in range(questions.QUESTIONS_KEPT + 10):
         question_of(bench_job(cpu=f"{cpu + 1}m"), policy)
-        assert len(feasibility._QUESTIONS) <= feasibility.QUESTIONS_KEPT
+        assert len(questions._QUESTIONS) <= questions.QUESTIONS_KEPT
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -130,27 +130,27 @@ def test_uniform_capacity_shortcuts_equal_the_array_computations(data: st.DataOb
     alloc = topo.alloc[: topo.slots]
     for _ in range(3):     # whole matrices, blocks built, blocks kept
         known.clear()
-        empty = [feasibility._empty_capacity_of(topo, s) for s in sets]
-        now = [feasibility._now_capacity_of(topo, known, s, free_now) for s in sets]
+        empty = [capacity._empty_capacity_of(topo, s) for s in sets]
+        now = [capacity._now_capacity_of(topo, known, s, free_now) for s in sets]
         for found, matrix in ((empty, alloc), (now, free_now)):
             for s, (cap, uniform) in zip(sets, found, strict=True):
                 assert cap.tolist() == s.capacity(matrix).tolist()
                 if uniform is not None:
                     assert cap.tolist() == np.where(s.elig.mask, uniform, 0).tolist()
-                assert feasibility._capacity_sum(cap, uniform, s.elig.count) == int(cap.sum())
-                full = feasibility._full(uniform)
+                assert capacity._capacity_sum(cap, uniform, s.elig.count) == int(cap.sum())
+                full = capacity._full(uniform)
                 assert full is None or full == (int(np.count_nonzero(cap)) == s.elig.count)
             active = [(s, cap) for s, (cap, _) in zip(sets, found, strict=True)]
-            full_flags = [feasibility._full(uniform) for _, uniform in found]
-            assert dict(feasibility._offers(topo, active, matrix, matrix is alloc, full_flags)) == \
+            full_flags = [capacity._full(uniform) for _, uniform in found]
+            assert dict(packing._offers(topo, active, matrix, matrix is alloc, full_flags)) == \
                 reference_offers(active, matrix)
-        plan = feasibility._group_plan(question, sets)
+        plan = gpu_groups._group_plan(question, sets)
         supernodes = topo.supernodes(question.supernode_labels)
         if plan is not None and supernodes:
             caps_empty = [cap for cap, _ in empty]
-            expected = feasibility._supernode_slots(topo, sets, plan, caps_empty, supernodes,
+            expected = gpu_groups._supernode_slots(topo, sets, plan, caps_empty, supernodes,
                                                     question.supernode_labels, alloc)
-            got = feasibility._empty_supernode_slots(topo, sets, plan, caps_empty, supernodes,
+            got = gpu_groups._empty_supernode_slots(topo, sets, plan, caps_empty, supernodes,
                                                      question.supernode_labels, alloc,
                                                      empty[plan.gpu_sets[0]][1])
             assert got.tolist() == expected.tolist()
@@ -166,5 +166,5 @@ def test_the_shared_free_resources_never_change(data: st.DataObject) -> None:
     expected = (topo.alloc[: topo.slots] - topo.used[: topo.slots]).tolist()
     for doc in data.draw(st.lists(jobs(), min_size=1, max_size=4)):
         outcome(doc, snapshot, pol)
-        free_now, _ = feasibility._now(topo)
+        free_now, _ = capacity._now(topo)
         assert not free_now.flags.writeable and free_now.tolist() == expected

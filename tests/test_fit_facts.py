@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from test_feasibility_cold import POLICIES, as_tuple, clusters, events, jobs
 from test_feasibility_shortcuts import bench_job, fields_of
 
-from policies import feasibility, workload
+from policies import workload
 from policies.config import Policy
-from policies.feasibility import FitQuestion, check_cluster, fit_question
+from policies.feasibility import FitQuestion, fit_question, questions, specs
+from policies.rules._feasibility import check_cluster
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 
@@ -35,9 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _clear_caches() -> None:
     workload._SPEC_FACTS.clear()
-    feasibility._QUESTIONS.clear()
-    feasibility._QUESTIONS_BY_SHAPE.clear()
-    feasibility._PLACEMENTS.clear()
+    questions._QUESTIONS.clear()
+    questions._QUESTIONS_BY_SHAPE.clear()
+    questions._PLACEMENTS.clear()
 
 
 def _asked(doc: Obj, policy: Policy) -> FitQuestion | None:
@@ -58,11 +59,11 @@ def test_a_repeated_template_reuses_its_spec_fit_and_question() -> None:
     assert first is not None and second is not None
     q1, q2 = fit_question(first, policy), fit_question(second, policy)
     assert q1 is not None and q1 is q2
-    fit = first.pod_sets[0].facts[feasibility._FIT_FACTS]
-    assert all(p.facts[feasibility._FIT_FACTS] is fit for p in first.pod_sets + second.pod_sets)
+    fit = first.pod_sets[0].facts[questions._FIT_FACTS]
+    assert all(p.facts[questions._FIT_FACTS] is fit for p in first.pod_sets + second.pod_sets)
     # what the facts hold is what the spec gives, worked out anew
     spec = first.pod_sets[0].spec
-    assert fit.signature == feasibility._signature(spec)
+    assert fit.signature == specs._signature(spec)
     assert dict(fit.units) == {"cpu": 32000, "nvidia.com/gpu": 8, "pods": 1}
     assert q1.demands[0].signature is q1.demands[1].signature
 

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from lint.documents import Document, iter_documents
 from policies import feasibility
 from policies.config import Policy
+from policies.feasibility import specs as pod_specs
 from policies.quantity import scheduler_units
 from policies.workload import ShapeError, Workload, build_workload, is_kubernetes_object
 
@@ -46,16 +47,16 @@ def tagged(value: Any) -> Any:
 
 def old_signature(spec: dict[str, Any]) -> str:
     """The signature as it was (sorted JSON): the reference the new one is held to."""
-    parts = [spec.get("tolerations"), spec.get("nodeSelector"), feasibility._required_affinity(spec),
+    parts = [spec.get("tolerations"), spec.get("nodeSelector"), pod_specs._required_affinity(spec),
              spec.get("nodeName")]
     try:
         return json.dumps(parts, sort_keys=True, default=str)
     except TypeError:
-        return json.dumps(feasibility._tagged_keys(parts), sort_keys=True, default=str)
+        return json.dumps(pod_specs._tagged_keys(parts), sort_keys=True, default=str)
 
 
 def parts(spec: dict[str, Any]) -> Any:
-    return tagged([spec.get("tolerations"), spec.get("nodeSelector"), feasibility._required_affinity(spec),
+    return tagged([spec.get("tolerations"), spec.get("nodeSelector"), pod_specs._required_affinity(spec),
                    spec.get("nodeName")])
 
 
@@ -80,7 +81,7 @@ def test_values_equal_in_python_but_not_as_text_get_different_signatures(where: 
             specs.append(affinity([value]))
         else:
             specs.append({"nodeSelector": {value: "x"}})
-    signatures = [feasibility._signature(s) for s in specs]
+    signatures = [pod_specs._signature(s) for s in specs]
     assert len(set(signatures)) == len(specs), signatures
 
 
@@ -105,12 +106,12 @@ def test_mixed_keys_and_values_marshal_cannot_write_fall_back_to_json() -> None:
                                  {"nodeSelector": {"d": datetime.date(2024, 1, 2)}},
                                  {"nodeSelector": {Text("k"): "v"}}]
     for spec in odd:
-        signature = feasibility._signature(spec)
+        signature = pod_specs._signature(spec)
         assert signature == old_signature(spec) and signature.startswith("[")
     plain = {"nodeSelector": {"k": "v"}}
-    assert feasibility._signature(plain).startswith("m")
+    assert pod_specs._signature(plain).startswith("m")
     # The same text in another type is another signature (a miss, never a wrong hit).
-    assert feasibility._signature(plain) != feasibility._signature(odd[2])
+    assert pod_specs._signature(plain) != pod_specs._signature(odd[2])
 
 
 SCALARS = st.sampled_from([None, True, False, 0, 1, 1.0, 0.0, -0.0, "1", "0", "", "True", "a", 2**70])
@@ -142,7 +143,7 @@ def twin(value: Any, data: st.DataObject) -> Any:
 @given(SPECS, st.data())
 def test_equal_signatures_mean_equal_inputs_of_equal_types(a: dict[str, Any], data: st.DataObject) -> None:
     b = twin(a, data)
-    sig_a, sig_b = feasibility._signature(a), feasibility._signature(b)
+    sig_a, sig_b = pod_specs._signature(a), pod_specs._signature(b)
     if sig_a == sig_b:
         assert parts(a) == parts(b)
     if parts(a) == parts(b) and list(_keys(a)) == list(_keys(b)):
@@ -155,9 +156,9 @@ def test_signature_is_a_function_of_the_value(spec: dict[str, Any]) -> None:
     """A copy (other objects, other reference counts) signs the same: the memo and the
     eligibility cache hit across reviews of one template."""
     copy = json.loads(json.dumps(spec)) if all(isinstance(k, str) for k in _keys(spec)) else None
-    assert feasibility._signature(spec) == feasibility._signature(dict(spec))
+    assert pod_specs._signature(spec) == pod_specs._signature(dict(spec))
     if copy is not None and tagged(copy) == tagged(spec):
-        assert feasibility._signature(copy) == feasibility._signature(spec)
+        assert pod_specs._signature(copy) == pod_specs._signature(spec)
 
 
 def _keys(value: Any) -> list[Any]:
@@ -265,9 +266,9 @@ def test_corpus_questions_match_the_reference(corpus_dir: Path) -> None:
         for demand, pod_set in zip(demands, sets, strict=True):
             reference = (old_signature(pod_set.spec), parts(pod_set.spec))
             assert by_new.setdefault(demand.signature, reference) == reference
-            assert feasibility._label_keys(demand.placement) == feasibility._label_keys(pod_set.spec)
+            assert pod_specs._label_keys(demand.placement) == pod_specs._label_keys(pod_set.spec)
             checked += 1
         if question is not None:
-            keys = sorted({k for d in demands for k in feasibility._label_keys(d.placement)})
+            keys = sorted({k for d in demands for k in pod_specs._label_keys(d.placement)})
             assert list(question.label_keys) == keys
     assert checked > 100

@@ -36,7 +36,7 @@ from policies.kinds import KINDS
 from policies.topology import ClusterSnapshot, Topology
 from webhook import admission
 from webhook.admission import MAX_BODY_BYTES, MAX_JSON_DEPTH, MAX_UID_CHARS
-from webhook.server import PolicySource, StaticTopology, Webhook
+from webhook.app import PolicySource, StaticTopology, Webhook
 
 GPU = "nvidia.com/gpu"
 BODY_TIMEOUT = 1.0
@@ -708,9 +708,9 @@ def test_serve_sets_the_keepalive_timeout(tmp_path: Any, monkeypatch: pytest.Mon
     import yaml
     from webhook_helpers import make_cert
 
+    from webhook.app import BODY_TIMEOUT_SECONDS, KEEPALIVE_TIMEOUT_SECONDS
     from webhook.cli import serve_main
     from webhook.lifecycle import MAX_CONNECTIONS, Serving
-    from webhook.server import BODY_TIMEOUT_SECONDS, KEEPALIVE_TIMEOUT_SECONDS
 
     seen: dict[str, Any] = {}
 
@@ -751,7 +751,7 @@ def _answered(webhook: Webhook) -> float:
 
 
 def test_large_uploads_take_turns_and_small_reviews_never_wait() -> None:
-    from webhook.server import SMALL_BODY_BYTES
+    from webhook.app import SMALL_BODY_BYTES
 
     size = 2 * SMALL_BODY_BYTES
     webhook = Webhook(body_budget_bytes=3 * SMALL_BODY_BYTES, body_timeout=5.0)  # room for one upload
@@ -778,7 +778,7 @@ def test_large_uploads_take_turns_and_small_reviews_never_wait() -> None:
 def test_a_held_budget_is_429_for_large_uploads_only() -> None:
     """While the budget is taken (here by the test itself, as by a stream of hostile uploads),
     a large upload is told to retry after the body timeout; ordinary reviews go through."""
-    from webhook.server import SMALL_BODY_BYTES
+    from webhook.app import SMALL_BODY_BYTES
 
     webhook = Webhook(body_budget_bytes=3 * SMALL_BODY_BYTES, body_timeout=BODY_TIMEOUT)
     with ServedWebhook(webhook=webhook) as served:

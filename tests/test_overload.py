@@ -29,8 +29,8 @@ from webhook_helpers import (
     wait_for,
 )
 
-from webhook import server as server_module
-from webhook.server import OVERLOAD_WARNING, StaticTopology, Webhook
+from webhook import app as server_module
+from webhook.app import OVERLOAD_WARNING, StaticTopology, Webhook
 
 
 def pod(name: str = "p", filler: int = 0) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The policy file (policies/config.py): defaults, validation, overrides, discovery."""
+"""The policy file (policies/config.py, lint/policyfile.py): declared options, generated defaults and
+schema, validation, overrides, discovery."""
 
 from __future__ import annotations
 
@@ -11,17 +12,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lint.cli import Report, lint_main, lint_text
+from lint.policyfile import CONFIG_FILENAME, find_policy_file, load_policy
+from policies import memo
 from policies.config import (
-    CONFIG_FILENAME,
-    DEFAULT_POLICY,
+    FRAME_OPTIONS,
+    MAX_POLICY_BYTES,
+    MAX_POLICY_DEPTH,
     Policy,
     PolicyError,
-    find_policy_file,
-    load_policy,
+    option_table,
+    policy_defaults,
     policy_from_data,
+    policy_from_text,
+    policy_schema,
 )
+from policies.custom import OPTIONS as CUSTOM_OPTIONS
 from policies.findings import Severity
+from policies.gpu import GPU_RESOURCES
 from policies.kinds import KINDS
+from policies.options import Option, OptionTable
+from policies.registry import all_rules
+
+DEFAULT_POLICY = policy_defaults()
 
 # 7 workers x 8 GPUs = 56, which a group of 16 does not divide: GG202 (error); no product: GG104 (warning).
 JOB = """apiVersion: kubeflow.org/v1
@@ -232,3 +244,106 @@ def test_any_policy_document_is_valid_or_a_policy_error(data: dict[str, object])
     assert set(policy.data) >= set(DEFAULT_POLICY) - {"custom"}
     for rule_id in ("GG202", "GG305"):
         policy.rule_setting(rule_id)
+
+
+# -- options are declared by the rules that read them; schema and defaults are generated --------
+
+
+def _declarations() -> list[Option]:
+    """Every Option object declared anywhere (frame, custom checks, rules, domain modules)."""
+    found: dict[int, Option] = {}
+    for option in (*FRAME_OPTIONS, *CUSTOM_OPTIONS):
+        found[id(option)] = option
+    for rule in all_rules().values():
+        for option in rule.options:
+            found[id(option)] = option
+    return list(found.values())
+
+
+def test_every_default_key_is_declared_exactly_once() -> None:
+    declared = _declarations()
+    paths = [o.path for o in declared]
+    leaves = option_table().leaf_paths(policy_defaults())
+    for path in leaves:
+        assert paths.count(path) == 1, f"{path} declared {paths.count(path)} times"
+    assert sorted(leaves) == sorted(paths)  # and nothing is declared that the defaults lack
+    for option in declared:  # each declared by a module, which is its owner
+        assert option.owner.startswith("policies."), option
+
+
+def test_the_generated_schema_accepts_the_defaults() -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(policy_schema())
+    jsonschema.Draft202012Validator(policy_schema()).validate(policy_defaults())
+    for option in _declarations():  # and each default against its own declaration
+        jsonschema.Draft202012Validator(option.schema).validate(option.default)
+
+
+def test_shared_options_are_declared_by_their_owner_and_named_by_their_readers() -> None:
+    rules = all_rules()
+    assert GPU_RESOURCES.owner == "policies.gpu"
+    assert GPU_RESOURCES in rules["GG501"].options and GPU_RESOURCES not in rules["GG501"].declares
+    node_key = next(o for o in rules["GG101"].declares if o.path == "usage.nodeKey")
+    assert node_key in rules["GG105"].options  # named by path, resolved to the one declaration
+    owners = [r.id for r in rules.values() for o in r.declares if o.path == "usage.nodeKey"]
+    assert owners == ["GG101"]
+
+
+def test_an_option_declared_twice_is_refused() -> None:
+    one = Option("x.y", {"type": "string"}, "a")
+    with pytest.raises(ValueError, match="declared twice"):
+        OptionTable([one, Option("x.y", {"type": "string"}, "b")])
+    with pytest.raises(ValueError, match="both an option and a section"):
+        OptionTable([one, Option("x", {"type": "object"}, {})])
+    assert OptionTable([one, one]).defaults() == {"x": {"y": "a"}}  # the same declaration, named twice
+
+
+def test_the_old_names_still_give_the_generated_tables() -> None:
+    from policies import config
+
+    assert config.DEFAULT_POLICY == DEFAULT_POLICY
+    assert config.SCHEMA == policy_schema()
+
+
+def test_policy_from_text_takes_text_and_names_the_source() -> None:
+    assert policy_from_text("rules: {GG202: warning}\n", "team.yaml").rule_setting("GG202").severity \
+        == Severity.WARNING
+    assert policy_from_text("", "empty.yaml").data == DEFAULT_POLICY
+    with pytest.raises(PolicyError, match=r"^team\.yaml: policy file is not valid YAML"):
+        policy_from_text("rules: {GG202: [\n", "team.yaml")
+    with pytest.raises(PolicyError, match=r"^team\.yaml: invalid policy: usage\.scope"):
+        policy_from_text("usage: {scope: some}\n", "team.yaml")
+
+
+def test_policy_from_text_refuses_hostile_text() -> None:
+    with pytest.raises(PolicyError, match="over the limit"):
+        policy_from_text("#" * (MAX_POLICY_BYTES + 1), "big.yaml")
+    with pytest.raises(PolicyError, match="nests deeper"):
+        policy_from_text("[" * (MAX_POLICY_DEPTH + 1) + "]" * (MAX_POLICY_DEPTH + 1), "deep.yaml")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdef", "bcdefg", strict=True))
+    with pytest.raises(PolicyError, match="expands to more than"):
+        policy_from_text(bomb, "bomb.yaml")
+
+
+def test_policies_config_does_no_file_io() -> None:
+    import inspect
+
+    from policies import config
+
+    source = inspect.getsource(config)
+    for call in ("open(", "read_text", "read_bytes", "Path(", "pathlib", "os.walk", "is_file"):
+        assert call not in source, call
+
+
+def test_policy_memo_keeps_nothing_when_memoisation_is_off() -> None:
+    with memo.disabled():
+        policy = Policy()
+        assert policy.excluded_namespaces == {"kube-system", "kube-public", "gpugate-system"}
+        assert policy.rule_setting("GG202").enabled
+        assert len(policy.memo) == 0
+        assert policy_from_data({"rules": {"GG202": "off"}}).rule_setting("GG202").enabled is False
+    policy = Policy()
+    policy.rule_setting("GG202")
+    assert ("rule_settings" in policy.memo) is memo.enabled()  # GPUGATE_MEMO=off: still nothing

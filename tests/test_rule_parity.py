@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from lint.cli import iter_files  # noqa: E402
 from lint.documents import Document, iter_documents  # noqa: E402
-from policies.config import Policy, load_policy, policy_from_data  # noqa: E402
+from lint.policyfile import load_policy  # noqa: E402
+from policies.config import Policy, policy_from_data  # noqa: E402
 from policies.engine import Evaluation, evaluate  # noqa: E402
 from policies.findings import join_pointer, split_pointer  # noqa: E402
 from policies.gpu import gpu_pod_sets, gpu_requests, gpus_per_pod, is_gpu_workload, raw_gpu_resources  # noqa: E402
@@ -253,7 +254,7 @@ def _isolated(doc: Any, policy: Policy) -> dict[str, Any]:
     """The evaluation with no state shared with earlier ones: a fresh copy of the document
     and of the policy (its memo is per object), caches of parsed values and of pod spec
     facts cleared."""
-    from policies.findings import _remembered_tokens
+    from policies.pointers import _remembered_tokens
     from policies.quantity import parse_text
     from policies.workload import _SPEC_FACTS
 

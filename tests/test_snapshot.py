@@ -12,7 +12,7 @@ import yaml
 from fake_apiserver import FakeApiServer
 
 from webhook.cli import snapshot_main
-from webhook.watch import RESOURCES
+from webhook.kube import RESOURCES
 
 OPTIONAL = {r.plural: r.kind for r in RESOURCES if r.optional}
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from policies.config import Policy, policy_from_data
 from policies.engine import evaluate
-from policies.findings import SpecProblem, pod_set_problems
+from policies.findings import SpecProblem
+from policies.spec_problems import pod_set_problems
 from policies.workload import PodSet, Workload, build_workload
 
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from policies.config import Policy
 from policies.engine import Context
-from policies.feasibility import eligible_mask, feasibility
+from policies.feasibility import eligible_mask
+from policies.rules._feasibility import feasibility
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import build_workload
 

@@ -21,14 +21,8 @@ from webhook_helpers import wait_for
 
 from policies.config import Policy
 from policies.topology import Topology
-from webhook.watch import (
-    RESOURCES,
-    LiveTopology,
-    WatchOptions,
-    list_objects,
-    snapshot_objects,
-    watch_api_client,
-)
+from webhook.kube import RESOURCES, WatchOptions, list_objects
+from webhook.watch import LiveTopology, snapshot_objects, watch_api_client
 
 FAST = WatchOptions(page_size=3, connect_timeout=1.0, read_timeout=1.0, list_timeout=1.0,
                     watch_timeout_seconds=30, min_backoff=0.02, max_backoff=0.1, crd_retry_seconds=0.2,
@@ -300,7 +294,7 @@ def test_snapshot_command_reports_an_unreachable_server(tmp_path: Path, capsys: 
 def test_webhook_answers_while_the_topology_is_still_syncing(server: FakeApiServer) -> None:
     from webhook_helpers import ServedWebhook, post_review, review_for
 
-    from webhook.server import Webhook
+    from webhook.app import Webhook
 
     configuration = k8s.Configuration()
     configuration.host = server.url
@@ -416,7 +410,7 @@ class LiveHook:
     def __init__(self, server: FakeApiServer, policy: Policy, options: WatchOptions = REAL) -> None:
         from webhook_helpers import ServedWebhook
 
-        from webhook.server import PolicySource, Webhook
+        from webhook.app import PolicySource, Webhook
 
         configuration = k8s.Configuration()
         configuration.host = server.url

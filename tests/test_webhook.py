@@ -359,7 +359,7 @@ def test_too_large_body_is_413(hook: ServedWebhook) -> None:
 
 
 def test_internal_error_fails_open_not_500(hook: ServedWebhook, monkeypatch: pytest.MonkeyPatch) -> None:
-    import webhook.server as server
+    import webhook.app as server
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")
@@ -404,7 +404,7 @@ def test_memo_hits_and_misses_are_exported() -> None:
 
 
 def test_readyz_waits_for_the_topology() -> None:
-    from webhook.server import Webhook
+    from webhook.app import Webhook
 
     class NotYet:
         synced = False

@@ -164,7 +164,7 @@ class WebhookClient:
 class ServedWebhook(WebhookClient):
     """The webhook app with TLS on ``127.0.0.1:<free port>``, served from a background thread.
 
-    Pass either a ready :class:`webhook.server.Webhook` (``webhook=``) or a policy and
+    Pass either a ready :class:`webhook.app.Webhook` (``webhook=``) or a policy and
     cluster snapshots. ``cert_dir`` receives the throwaway certificate (a temporary
     directory if omitted).
     """
@@ -176,7 +176,7 @@ class ServedWebhook(WebhookClient):
         import tempfile
 
         from webhook.admission import MAX_BODY_BYTES
-        from webhook.server import PolicySource, StaticTopology, Webhook
+        from webhook.app import PolicySource, StaticTopology, Webhook
         from webhook.tls import ReloadingContext
 
         self._tmp = None

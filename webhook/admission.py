@@ -29,7 +29,6 @@ KIND = "AdmissionReview"
 
 MUTATE = "mutate"
 VALIDATE = "validate"
-ENDPOINTS = (MUTATE, VALIDATE)
 
 # The API server caps an object at ~1.5 MiB in etcd; a review carries object and
 # oldObject, so 4 MiB leaves room and still bounds what one request can make us parse.

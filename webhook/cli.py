@@ -66,16 +66,12 @@ def serve_main(argv: Sequence[str]) -> int:
     import asyncio
 
     from policies.config import PolicyError
+    from webhook.app import TopologySource, Webhook
     from webhook.lifecycle import Serving
+    from webhook.logs import configure_logging
     from webhook.metrics import Metrics
     from webhook.reload import PolicySource
-    from webhook.server import (
-        StaticTopology,
-        TopologySource,
-        Webhook,
-        configure_logging,
-        settle_heap,
-    )
+    from webhook.static import StaticTopology, settle_heap
     from webhook.tls import ReloadingContext, TLSConfigError
 
     configure_logging(args.log_format, getattr(logging, args.log_level.upper()))
@@ -91,13 +87,13 @@ def serve_main(argv: Sequence[str]) -> int:
 
     topology: TopologySource
     if args.cluster:
-        from lint.cluster import ClusterFileError
+        from policies.snapshots import SnapshotError
 
         try:
             # re-read when a file changes (policy at that time); a bad new version is rejected
             topology = StaticTopology.from_files(args.cluster, lambda: policy.policy,
                                                  on_reload=reload_counter(metrics, "cluster"))
-        except ClusterFileError as exc:
+        except SnapshotError as exc:
             return _fail(str(exc))
         settle_heap()
     else:
@@ -151,7 +147,8 @@ def snapshot_main(argv: Sequence[str]) -> int:
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
-    from webhook.watch import ExportFailed, WatchOptions, api_client_for, export_topology
+    from webhook.kube import WatchOptions
+    from webhook.watch import ExportFailed, api_client_for, export_topology
 
     logging.basicConfig(level=logging.WARNING, format="gpugate: %(message)s")
     try:

@@ -11,10 +11,10 @@ the graceful stop.
   plaintext is at most 16 KiB). The HTTP reader pauses a connection past 64 KiB unread.
 - **Timeouts**: the TLS handshake must finish within ``handshake_timeout`` (10 s, the Go
   client's own ``TLSHandshakeTimeout``); an idle keep-alive connection is closed after
-  ``keepalive_timeout`` (see ``webhook.server.KEEPALIVE_TIMEOUT_SECONDS``).
+  ``keepalive_timeout`` (see ``webhook.app.KEEPALIVE_TIMEOUT_SECONDS``).
 - **Arrival time**: each connection stamps the loop time its last bytes were read, so that a
   review knows how long it waited behind others before the loop got to it (shedding, see
-  ``webhook.server``).
+  ``webhook.app``).
 - **No request bytes in logs**: aiohttp's own error log for malformed HTTP framing quotes up
   to ~740 bytes of what was received (the body included); :class:`_Handler` logs the
   exception's type and status only, and :func:`install_log_scrubber` strips exception text
@@ -42,6 +42,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from webhook.app import KEEPALIVE_TIMEOUT_SECONDS
+from webhook.logs import describe_exception, install_log_scrubber
+
 log = logging.getLogger("gpugate.webhook")
 
 MAX_CONNECTIONS = 1024
@@ -64,51 +67,6 @@ def limit_tls_buffers(size: int = TLS_READ_BUFFER_BYTES) -> None:
 
     if getattr(sslproto.SSLProtocol, "max_size", None) != size:
         sslproto.SSLProtocol.max_size = size
-
-
-# -- logs without request bytes -------------------------------------------------------------
-
-def describe_exception(exc: BaseException | None) -> str:
-    """An exception's type and HTTP status, never its text (which may quote the request)."""
-    if exc is None:
-        return "no exception"
-    code = getattr(exc, "code", None) or getattr(exc, "status", None)
-    return f"{type(exc).__name__}{f' {code}' if isinstance(code, int) else ''}"
-
-
-class _Scrubber(logging.Filter):
-    """On aiohttp's loggers: no exception text or traceback (aiohttp's HTTP parser errors
-    quote the bytes received) and no byte strings among the arguments."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info:
-            exc = record.exc_info[1]
-            record.msg = f"{record.getMessage()} ({describe_exception(exc)})"
-            record.args = ()
-            record.exc_info = None
-            record.exc_text = None
-        elif record.args:
-            args = record.args if isinstance(record.args, tuple) else (record.args,)
-            if any(isinstance(a, bytes | bytearray | memoryview | BaseException) for a in args):
-                record.args = tuple(f"<{len(a)} bytes>" if isinstance(a, bytes | bytearray | memoryview)
-                                    else describe_exception(a) if isinstance(a, BaseException) else a
-                                    for a in args)
-        record.stack_info = None
-        return True
-
-
-_SCRUBBER = _Scrubber()
-AIOHTTP_LOGGERS = ("aiohttp", "aiohttp.access", "aiohttp.client", "aiohttp.internal", "aiohttp.server",
-                   "aiohttp.web", "aiohttp.websocket")
-
-
-def install_log_scrubber() -> None:
-    """Attach the scrubber to each of aiohttp's loggers (a logger's filters do not apply to
-    its children's records, so each one); idempotent."""
-    for name in AIOHTTP_LOGGERS:
-        logger = logging.getLogger(name)
-        if _SCRUBBER not in logger.filters:
-            logger.addFilter(_SCRUBBER)
 
 
 class _Handler(RequestHandler):
@@ -253,7 +211,7 @@ class _GatedSite(web.BaseSite):
 # -- serving and stopping ---------------------------------------------------------------------
 
 class Serving:
-    """``webhook`` (a :class:`webhook.server.Webhook`) served: HTTPS on ``host:port`` with its
+    """``webhook`` (a :class:`webhook.app.Webhook`) served: HTTPS on ``host:port`` with its
     limits, and ``/metrics`` in plain HTTP on ``metrics_host:metrics_port`` (None: not served).
     Port 0 picks a free port (:attr:`port`, :attr:`metrics_port` once started)."""
 
@@ -262,8 +220,6 @@ class Serving:
                  max_connections: int = MAX_CONNECTIONS, keepalive_timeout: float | None = None,
                  handshake_timeout: float = HANDSHAKE_TIMEOUT_SECONDS,
                  shutdown_seconds: float = SHUTDOWN_SECONDS) -> None:
-        from webhook.server import KEEPALIVE_TIMEOUT_SECONDS
-
         self.webhook = webhook
         self.host, self._port = host, port
         self.ssl_context = ssl_context

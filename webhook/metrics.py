@@ -92,7 +92,7 @@ class Metrics:
         self.reloads = Counter("gpugate_reloads_total",
                                "Reloads of the policy file, the TLS certificate and static cluster snapshots",
                                ["what", "result"], registry=r)
-        # Overload and shutdown (webhook/lifecycle.py, webhook/server.py)
+        # Overload and shutdown (webhook/lifecycle.py, webhook/app.py)
         self.shed = Counter("gpugate_reviews_shed_total",
                             "Reviews answered without being checked because gpugate could not judge "
                             "them within its deadline (reason: waited, in-flight, deadline)",

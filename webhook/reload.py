@@ -8,7 +8,7 @@ deleted file keeps the last good policy.
   mtime, as ``cp -p`` or a clock step can, is one);
 - **settled**: a new content is applied only once two consecutive polls read the same bytes
   (``settle_polls``), so a file still being written (a hand copy, an editor's save) is never
-  taken half-written; then it is parsed and schema-validated (``load_policy``), and only if
+  taken half-written; then it is parsed and schema-validated (``read_policy``), and only if
   the file still holds those bytes afterwards;
 - **deleted**: the last good policy stays in force; this is logged once (error) and counted
   (``on_missing``: ``gpugate_reloads_total{what="config",result="missing"}``); when the file
@@ -25,12 +25,22 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from policies.config import Policy, PolicyError, load_policy
+from policies.config import Policy, PolicyError, policy_from_text
 
 log = logging.getLogger("gpugate.webhook")
 
 # Polls that must read the same new content before it is applied (1: at once).
 SETTLE_POLLS = 2
+
+
+def read_policy(path: str) -> Policy:
+    """The policy file at ``path``, parsed and validated (``PolicyError`` if it cannot be
+    read either)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read policy file: {exc}") from None
+    return policy_from_text(text, str(path))
 
 
 def _digest(path: str) -> bytes:
@@ -56,8 +66,8 @@ class PolicySource:
             try:
                 self._judged = _digest(path)
             except OSError:
-                self._judged = None              # load_policy below says why
-            self.policy = load_policy(path)
+                self._judged = None              # read_policy below says why
+            self.policy = read_policy(path)
         else:
             self.policy = policy or Policy()
 
@@ -91,7 +101,7 @@ class PolicySource:
             return None                          # maybe still being written: look again next tick
         self._pending, self._pending_polls = None, 0
         try:
-            policy = load_policy(self.path)
+            policy = read_policy(self.path)
             if _digest(self.path) != digest:     # rewritten while we parsed it
                 return None
         except OSError:

@@ -61,8 +61,10 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, quoted
+from policies.gpu import GPU_RESOURCES
+from policies.options import Option
 from policies.patch import PatchOp
 from policies.usage import usage_patch, workload_usage
 from policies.workload import Workload
@@ -70,6 +72,19 @@ from policies.workload import Workload
 ID = "GG101"
 SLUG = "usage-affinity"
 SEVERITY = Severity.WARNING
+SEES = Sees(pod_sets=True)
+
+NODE_KEY = Option("usage.nodeKey", {"type": "string", "minLength": 1}, "maip.mxsf.io/node.usage",
+                  "Node label **and** taint key whose value names a node's pool (seed 003).")
+POOLS = Option("usage.pools",
+               {"type": "object",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+               {"training": ["training", "hybrid"], "inference": ["inference", "hybrid"]},
+               "Usage -> the pools (values of `nodeKey`) its pods may run on. Entries you give are added.")
+PREFERRED_WEIGHT = Option("usage.preferredWeight", {"type": "integer", "minimum": 1, "maximum": 100}, 100,
+                          "Weight of the preferred node affinity for the pool named like the usage.")
+OPTIONS = (NODE_KEY, POOLS, PREFERRED_WEIGHT, "usage.workloadKey", "usage.scope", "usage.defaults",
+           GPU_RESOURCES)
 
 
 def mutate(workload: Workload, ctx: Context) -> list[tuple[Problem, list[PatchOp]]]:

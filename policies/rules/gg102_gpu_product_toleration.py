@@ -35,8 +35,9 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, quoted
+from policies.gpu import GPU_RESOURCES
 from policies.patch import PatchOp
 from policies.usage import product_patch
 from policies.workload import Workload
@@ -44,6 +45,8 @@ from policies.workload import Workload
 ID = "GG102"
 SLUG = "gpu-product-toleration"
 SEVERITY = Severity.WARNING
+SEES = Sees(usage_scope=True)
+OPTIONS = (GPU_RESOURCES, "usage.scope", "usage.workloadKey")
 
 
 def mutate(workload: Workload, ctx: Context) -> list[tuple[Problem, list[PatchOp]]]:

@@ -36,19 +36,35 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, join_pointer
-from policies.usage import in_scope, usage_config, workload_usage
+from policies.gpu import GPU_RESOURCES
+from policies.options import Option
+from policies.usage import usage_config, workload_usage
 from policies.workload import Workload
 
 ID = "GG103"
 SLUG = "usage-declared"
 SEVERITY = Severity.WARNING
+SEES = Sees(usage_scope=True)
+
+WORKLOAD_KEY = Option("usage.workloadKey", {"type": "string", "minLength": 1}, "maip.mxsf.io/usage",
+                      "Label on a workload declaring its usage (`training` or `inference`).")
+SCOPE = Option("usage.scope", {"enum": ["gpu", "all"]}, "gpu",
+               "`gpu`: workloads with the usage label or requesting a GPU; `all`: every workload.")
+DEFAULTS = Option(
+    "usage.defaults", {"type": "object", "additionalProperties": {"type": "string"}},
+    {"Deployment": "inference", "StatefulSet": "inference", "RayService": "inference",
+     "Job": "training", "PyTorchJob": "training", "RayJob": "training", "RayCluster": "training",
+     "ElasticJob": "training",
+     # The other Kubeflow training kinds are training by definition.
+     "TFJob": "training", "XGBoostJob": "training", "PaddleJob": "training", "JAXJob": "training",
+     "MPIJob": "training"},
+    "Kind -> usage of a workload without the usage label. Entries you give are added.")
+OPTIONS = (WORKLOAD_KEY, SCOPE, DEFAULTS, "usage.pools", "usage.nodeKey", GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:
-    if not in_scope(workload, ctx.policy):
-        return []
     usage, reason = workload_usage(workload, ctx.policy)
     if usage is not None:
         return []

@@ -41,10 +41,12 @@ spec:
 from collections.abc import Iterable, Iterator
 
 from policies.config import Policy
-from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, pod_set_problems, quoted
-from policies.gpu import gpu_pod_sets, gpu_requests, gpus_per_pod
+from policies.context import Context, Sees
+from policies.findings import Problem, Severity, SpecProblem, quoted
+from policies.gpu import GPU_RESOURCES, gpu_pod_sets, gpu_requests, gpus_per_pod
+from policies.options import Option
 from policies.quantity import format_quantity, is_positive
+from policies.spec_problems import pod_set_problems
 from policies.usage import (
     annotation_pins_model,
     labels_pin_product,
@@ -57,6 +59,21 @@ from policies.workload import PodSet, Workload
 ID = "GG104"
 SLUG = "gpu-product-declared"
 SEVERITY = Severity.WARNING
+SEES = Sees(pod_sets=True)
+
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+MODEL_PIN_LABELS = Option(
+    "gpu.modelPins.nodeLabels", _STR_LIST,
+    ["nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
+     "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type",
+     "karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-family",
+     "karpenter.azure.com/sku-gpu-name", "k8s.amazonaws.com/accelerator",
+     "gpu.nvidia.com/class", "gpu.nvidia.com/model", "amd.com/gpu.product-name", "accelerator"],
+    "Node labels that pin a GPU model besides the product labels of `gpu.resources`: a "
+    "`nodeSelector` or required node affinity `In` on one of them.")
+MODEL_PIN_ANNOTATIONS = Option("gpu.modelPins.annotations", _STR_LIST, ["nvidia.com/use-gputype"],
+                               "Pod template annotations that pin a GPU model.")
+OPTIONS = (MODEL_PIN_LABELS, MODEL_PIN_ANNOTATIONS, GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> Iterable[Problem]:

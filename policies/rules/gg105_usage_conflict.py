@@ -48,19 +48,21 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, quoted
-from policies.usage import in_scope, steered_pod_sets, usage_conflicts, workload_usage
+from policies.gpu import GPU_RESOURCES
+from policies.usage import steered_pod_sets, usage_conflicts, workload_usage
 from policies.workload import Workload
 
 ID = "GG105"
 SLUG = "usage-conflict"
 SEVERITY = Severity.WARNING
+SEES = Sees(usage_scope=True)
+OPTIONS = ("usage.nodeKey", "usage.pools", "usage.workloadKey", "usage.scope", "usage.defaults",
+           GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:
-    if not in_scope(workload, ctx.policy):
-        return []
     usage, source = workload_usage(workload, ctx.policy)
     if usage is None:
         return []

@@ -32,13 +32,20 @@ spec:
 from collections.abc import Iterator
 
 from policies.config import Policy
-from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, join_pointer, pod_set_problems
+from policies.context import Context, Sees
+from policies.findings import Problem, Severity, SpecProblem, join_pointer
+from policies.options import Option
+from policies.spec_problems import pod_set_problems
 from policies.workload import PodSet, Workload
 
 ID = "GG106"
 SLUG = "control-plane-toleration"
 SEVERITY = Severity.WARNING
+SEES = Sees(pod_sets=True)
+
+CONTROL_PLANE_TAINT = Option("controlPlaneTaint", {"type": "string"}, "maip.mxsf.io/control-plane",
+                             "Taint key of the control-plane nodes no workload may tolerate (empty: off).")
+OPTIONS = (CONTROL_PLANE_TAINT,)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

@@ -48,14 +48,16 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, quoted, quoted_repr
-from policies.groups import GroupValue, group_annotations
+from policies.groups import ATOMIC_GROUP_SIZE_ANNOTATION, GROUP_SIZE_ANNOTATION, GroupValue, group_annotations
 from policies.workload import Workload
 
 ID = "GG201"
 SLUG = "gpu-group-size-format"
 SEVERITY = Severity.ERROR
+SEES = Sees()
+OPTIONS = (GROUP_SIZE_ANNOTATION, ATOMIC_GROUP_SIZE_ANNOTATION)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

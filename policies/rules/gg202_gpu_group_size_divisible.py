@@ -70,14 +70,23 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, listed, quoted
-from policies.groups import format_gpus, group_sizes, is_multiple
+from policies.gpu import GPU_RESOURCES
+from policies.groups import (
+    ATOMIC_GROUP_SIZE_ANNOTATION,
+    GROUP_SIZE_ANNOTATION,
+    format_gpus,
+    group_sizes,
+    is_multiple,
+)
 from policies.workload import Workload
 
 ID = "GG202"
 SLUG = "gpu-group-size-divisible"
 SEVERITY = Severity.ERROR
+SEES = Sees()
+OPTIONS = (GROUP_SIZE_ANNOTATION, ATOMIC_GROUP_SIZE_ANNOTATION, GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

@@ -59,15 +59,17 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import SHORT_QUOTED_CHARS, Problem, Severity, quoted, quoted_repr
-from policies.groups import group_annotations
+from policies.groups import ATOMIC_GROUP_SIZE_ANNOTATION, GROUP_SIZE_ANNOTATION, group_annotations
 from policies.schedulers import VOLCANO_SCHEDULER, non_volcano_pod_sets, scheduler_path
 from policies.workload import Workload
 
 ID = "GG204"
 SLUG = "gpu-group-scheduler"
 SEVERITY = Severity.ERROR
+SEES = Sees()
+OPTIONS = (GROUP_SIZE_ANNOTATION, ATOMIC_GROUP_SIZE_ANNOTATION)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

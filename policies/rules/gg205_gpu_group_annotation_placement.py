@@ -57,14 +57,16 @@ spec:
 
 from collections.abc import Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, quoted
-from policies.groups import GroupValue, group_annotations
+from policies.groups import ATOMIC_GROUP_SIZE_ANNOTATION, GROUP_SIZE_ANNOTATION, GroupValue, group_annotations
 from policies.workload import Workload
 
 ID = "GG205"
 SLUG = "gpu-group-annotation-placement"
 SEVERITY = Severity.WARNING
+SEES = Sees()
+OPTIONS = (GROUP_SIZE_ANNOTATION, ATOMIC_GROUP_SIZE_ANNOTATION)
 
 
 def _compared(values: list[GroupValue]) -> bool:

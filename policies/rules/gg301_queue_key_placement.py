@@ -41,7 +41,7 @@ spec:
 
 from collections.abc import Iterable, Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, join_pointer, quoted, split_pointer
 from policies.kinds import VOLCANO_QUEUE_ANNOTATION, VOLCANO_QUEUE_LABEL, QueueSource
 from policies.workload import Workload
@@ -49,6 +49,7 @@ from policies.workload import Workload
 ID = "GG301"
 SLUG = "queue-key-placement"
 SEVERITY = Severity.WARNING
+SEES = Sees()
 
 _LABEL = join_pointer("/metadata/labels", VOLCANO_QUEUE_LABEL)
 _ANNOTATION = join_pointer("/metadata/annotations", VOLCANO_QUEUE_ANNOTATION)

@@ -38,7 +38,7 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import (
     SHORT_QUOTED_CHARS,
     Problem,
@@ -55,6 +55,7 @@ from policies.workload import PodSet, QueueRef, Workload
 ID = "GG302"
 SLUG = "queue-without-volcano"
 SEVERITY = Severity.ERROR
+SEES = Sees(kinds_with="queues")
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

@@ -35,7 +35,7 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, join_pointer, quoted_repr
 from policies.kinds import RAY_SCHEDULER_LABEL
 from policies.workload import Workload
@@ -43,6 +43,7 @@ from policies.workload import Workload
 ID = "GG303"
 SLUG = "ray-scheduler-name"
 SEVERITY = Severity.WARNING
+SEES = Sees()
 
 KUBERAY_BATCH_SCHEDULERS = ("volcano", "yunikorn", "kai-scheduler", "scheduler-plugins")
 _PATH = join_pointer("/metadata/labels", RAY_SCHEDULER_LABEL)

@@ -36,13 +36,14 @@ spec:
 
 import re
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, field_name, quoted_repr
 from policies.workload import Workload
 
 ID = "GG304"
 SLUG = "queue-name-format"
 SEVERITY = Severity.ERROR
+SEES = Sees(kinds_with="queues")
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")

@@ -40,20 +40,26 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, quoted_repr
-from policies.gpu import is_gpu_workload
+from policies.gpu import GPU_RESOURCES
+from policies.options import Option
 from policies.workload import Workload
 
 ID = "GG305"
 SLUG = "queue-required"
 SEVERITY = Severity.WARNING
+SEES = Sees(gpu=True)
+
+REQUIRE_QUEUE = Option("queues.require", {"type": "boolean"}, False,
+                       "`true`: every GPU workload must name a queue.")
+OPTIONS = (REQUIRE_QUEUE, GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:
-    if not ctx.policy.data["queues"].get("require"):
+    if not REQUIRE_QUEUE.value(ctx.policy):
         return []
-    if any(q.explicit and q.name for q in workload.queues) or not is_gpu_workload(workload, ctx.policy):
+    if any(q.explicit and q.name for q in workload.queues):
         return []
     default = next((q.name for q in workload.queues if not q.explicit), None)
     fallback = f" (it would go to the default queue {quoted_repr(default)})" if default else ""

@@ -86,7 +86,7 @@ spec:
 
 from collections.abc import Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
@@ -94,7 +94,9 @@ from policies.workload import Workload
 ID = "GG306"
 SLUG = "queue-exists"
 SEVERITY = Severity.ERROR
+SEES = Sees()
 NEEDS_TOPOLOGY = True
+OPTIONS = ("feasibility.mode", "feasibility.staleAfterSeconds", "feasibility.whenStale")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -48,7 +48,7 @@ spec:
 
 from collections.abc import Iterable, Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import SHORT_QUOTED_CHARS, Problem, Severity, listed, quoted, quoted_repr
 from policies.schedulers import pod_set_scheduler, scheduler_path
 from policies.workload import Workload
@@ -56,6 +56,7 @@ from policies.workload import Workload
 ID = "GG307"
 SLUG = "mixed-schedulers"
 SEVERITY = Severity.ERROR
+SEES = Sees(pod_sets=True)
 
 
 def check(workload: Workload, ctx: Context) -> Iterable[Problem]:

@@ -50,7 +50,7 @@ spec:
 ```
 """
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, field_name, join_pointer, listed, quoted
 from policies.kinds import GROUP_MIN_MEMBER_ANNOTATION
 from policies.workload import Workload
@@ -58,14 +58,13 @@ from policies.workload import Workload
 ID = "GG401"
 SLUG = "gang-min-available"
 SEVERITY = Severity.ERROR
+SEES = Sees(pod_sets=True)
 
 # A group-wide count written on one member: not comparable with that member's replicas.
 _GROUP_WIDE = join_pointer("/metadata/annotations", GROUP_MIN_MEMBER_ANNOTATION)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:
-    if not workload.pod_sets:
-        return []
     problems: list[Problem] = []
     for pod_set in workload.gang_pod_sets:
         if pod_set.gang_count <= pod_set.replicas:

@@ -102,15 +102,31 @@ spec:
 
 from collections.abc import Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity
+from policies.gpu import GPU_RESOURCES
+from policies.options import Option
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
 
 ID = "GG403"
 SLUG = "gang-never-fits"
 SEVERITY = Severity.ERROR
+SEES = Sees()
 NEEDS_TOPOLOGY = True
+
+MODE = Option("feasibility.mode", {"enum": ["off", "warn", "enforce"]}, "enforce",
+              "`enforce`: refuse what can **never** fit; `warn`: report it as a warning; `off`: no "
+              "check against the cluster.")
+AUTOSCALING = Option("feasibility.autoscaling", {"type": "boolean"}, False,
+                     "`true`: nodes may be added, so only queue limits are hard.")
+EXTENDED_RESOURCE_TOLERATION = Option(
+    "platform.extendedResourceToleration", {"enum": ["auto", True, False]}, "auto",
+    "The ExtendedResourceToleration admission plugin (GKE runs it): a pod requesting an extended "
+    "resource tolerates `<resource>:NoSchedule` taints. `auto`: on for a snapshot whose nodes carry "
+    "GKE labels.")
+OPTIONS = (MODE, AUTOSCALING, EXTENDED_RESOURCE_TOLERATION, "feasibility.staleAfterSeconds",
+           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -87,15 +87,19 @@ spec:
 
 from collections.abc import Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity
+from policies.gpu import GPU_RESOURCES
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
 
 ID = "GG404"
 SLUG = "gang-waits"
 SEVERITY = Severity.WARNING
+SEES = Sees()
 NEEDS_TOPOLOGY = True
+OPTIONS = ("feasibility.mode", "feasibility.autoscaling", "platform.extendedResourceToleration",
+           "feasibility.staleAfterSeconds", "feasibility.budgetMilliseconds", GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

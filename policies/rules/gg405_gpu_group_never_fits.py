@@ -120,15 +120,25 @@ spec:
 
 from collections.abc import Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity
+from policies.gpu import GPU_RESOURCES
+from policies.groups import ATOMIC_GROUP_SIZE_ANNOTATION, GROUP_SIZE_ANNOTATION
+from policies.options import Option
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
 
 ID = "GG405"
 SLUG = "gpu-group-never-fits"
 SEVERITY = Severity.ERROR
+SEES = Sees()
 NEEDS_TOPOLOGY = True
+
+SUPERNODE_LABELS = Option("gpu.supernodeLabels", {"type": "array", "items": {"type": "string"}},
+                          ["nvidia.com/gpu.clique"],
+                          "Node labels whose value names a supernode; Volcano HyperNodes are read too.")
+OPTIONS = (SUPERNODE_LABELS, GROUP_SIZE_ANNOTATION, ATOMIC_GROUP_SIZE_ANNOTATION, "feasibility.mode",
+           "feasibility.autoscaling", "platform.extendedResourceToleration", GPU_RESOURCES)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -88,15 +88,27 @@ spec:
 
 from collections.abc import Iterator
 
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import Problem, Severity
+from policies.options import Option
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
 
 ID = "GG406"
 SLUG = "feasibility-unknown"
 SEVERITY = Severity.INFO
+SEES = Sees()
 NEEDS_TOPOLOGY = True
+
+STALE_AFTER_SECONDS = Option(
+    "feasibility.staleAfterSeconds", {"type": "number", "exclusiveMinimum": 0}, 5,
+    "A live topology not confirmed by the API server for longer than this is stale: no capacity "
+    "verdict from it, this rule says so instead.")
+WHEN_STALE = Option("feasibility.whenStale", {"enum": ["warn", "deny"]}, "warn",
+                    "`deny`: a stale topology is an error that refuses the workload (unless `mode: warn`).")
+BUDGET_MILLISECONDS = Option("feasibility.budgetMilliseconds", {"type": "number", "exclusiveMinimum": 0}, 200,
+                             "Time the capacity check may take per object; past it, this rule reports it.")
+OPTIONS = (STALE_AFTER_SECONDS, WHEN_STALE, BUDGET_MILLISECONDS, "feasibility.mode")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -35,22 +35,24 @@ spec:
 from collections.abc import Iterator
 
 from policies.config import Policy
-from policies.engine import Context
+from policies.context import Context, Sees
 from policies.findings import (
     SHORT_QUOTED_CHARS,
     Problem,
     Severity,
     SpecProblem,
     join_pointer,
-    pod_set_problems,
     quoted,
 )
-from policies.gpu import spec_gpu_resources
+from policies.gpu import GPU_RESOURCES, spec_gpu_resources
+from policies.spec_problems import pod_set_problems
 from policies.workload import PodSet, Workload
 
 ID = "GG502"
 SLUG = "gpu-request-limit-mismatch"
 SEVERITY = Severity.ERROR
+SEES = Sees(pod_sets=True)
+OPTIONS = (GPU_RESOURCES,)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

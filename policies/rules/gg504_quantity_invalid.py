@@ -33,13 +33,15 @@ spec:
 """
 
 from policies.config import Policy
-from policies.engine import Context
-from policies.findings import Problem, Severity, SpecProblem, bounded_words, pod_set_problems, split_pointer
+from policies.context import Context, Sees
+from policies.findings import Problem, Severity, SpecProblem, bounded_words, split_pointer
+from policies.spec_problems import pod_set_problems
 from policies.workload import PodSet, Workload
 
 ID = "GG504"
 SLUG = "quantity-invalid"
 SEVERITY = Severity.ERROR
+SEES = Sees(pod_sets=True)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

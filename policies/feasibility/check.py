@@ -1,0 +1,306 @@
+"""One member cluster: :func:`check_cluster` answers a :class:`FitQuestion` from the
+topology alone, within a deadline, and keeps recent answers in the topology's
+:class:`OutcomeMemo`.
+
+Verdicts: ``fits`` (a witness placement in the free resources now, and the queue has
+room); ``waits`` (it fits the empty cluster and the full queue, not what is free now);
+``never`` (a *necessary* condition fails: a ``never`` blocks someone's job, so it is
+always a proof); ``unknown`` (nothing proven either way: no nodes, budget spent).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from policies.config import Policy
+from policies.memo import enabled as memo_enabled
+from policies.topology import ClusterSnapshot, Topology
+
+from .capacity import _capacity_sum, _empty_capacity_of, _full, _now, _now_capacity_of, _sets
+from .nodes import runs_extended_toleration
+from .outcomes import Cause, ExplainRow, Outcome, Verdict
+from .packing import _Caps, _necessary, _place, _place_flexible, _sparse, _witness
+from .questions import FitQuestion, _policy_token
+from .queues import _flexible_need, _gang_total, _queue_checks, _quota_checks
+from .specs import GKE_NODE_LABELS
+from .supernodes import (
+    _empty_supernode_slots_of,
+    _group_plan,
+    _groups_never,
+    _place_groups,
+    _supernode_slots,
+    _unit_label,
+)
+
+__all__ = ["OutcomeMemo", "check_cluster", "MEMO_ENTRIES"]
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+MEMO_ENTRIES = 256
+
+
+class OutcomeMemo:
+    """Outcomes of questions already asked of one topology, least recently used out first.
+
+    Key: (:class:`FitQuestion`, the policy's token); value: (versions, outcome, stamp).
+    The question holds everything the check reads of the workload and the policy, and the
+    versions (:meth:`Topology.state_versions`, plus the supernodes' when GPU groups are
+    checked) move on every change of anything the snapshot holds, so an entry whose
+    versions still match is the answer a fresh check would give. The stamp
+    (:meth:`Topology.state_stamp`) the versions were last found current at answers
+    without working the versions out again while nothing at all has changed. Outcomes
+    that depend on time (unknown: budget spent, stale or empty topology) are never kept,
+    and nothing is kept while memoisation is off (:func:`policies.memo.enabled`).
+
+    Not thread-safe, like the topology itself: the webhook applies watch events and
+    evaluates reviews on its event-loop thread, the linter has one thread.
+    """
+
+    def __init__(self, size: int = MEMO_ENTRIES) -> None:
+        self.size = size
+        self.entries: OrderedDict[Any, tuple[tuple[Any, ...], Outcome, int | None]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def of(cls, topo: Topology) -> OutcomeMemo:
+        memo = topo.outcome_memo
+        if not isinstance(memo, cls):
+            memo = topo.outcome_memo = cls()
+        return memo
+
+    def get(self, key: Any, versions: tuple[Any, ...], stamp: int | None = None) -> Outcome | None:
+        """The outcome kept for ``key`` if computed at ``versions``; do not mutate it.
+        ``stamp``: the topology's stamp now, remembered with a hit (see :meth:`current`)."""
+        entry = self.entries.get(key) if memo_enabled() else None
+        if entry is None or entry[0] != versions:
+            if entry is not None:
+                del self.entries[key]   # versions only grow: it can never match again
+            self.misses += 1
+            return None
+        if stamp is not None and entry[2] != stamp:
+            self.entries[key] = (versions, entry[1], stamp)
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry[1]
+
+    def current(self, key: Any, stamp: int) -> Outcome | None:
+        """The outcome kept for ``key`` if its versions were found current at ``stamp``
+        (nothing has changed since, so they still are); None: ask :meth:`get`."""
+        entry = self.entries.get(key) if memo_enabled() else None
+        if entry is None or entry[2] != stamp:
+            return None
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry[1]
+
+    def put(self, key: Any, versions: tuple[Any, ...], outcome: Outcome, stamp: int | None = None) -> None:
+        if not memo_enabled():
+            self.entries.clear()
+            return
+        self.entries[key] = (versions, outcome, stamp)
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _memo_versions(topo: Topology, question: FitQuestion) -> tuple[Any, ...]:
+    """What the answer to ``question`` depends on in ``topo``: every counter but the
+    labels of keys neither its eligibility nor its supernodes read."""
+    versions = topo.state_versions(question.label_keys)
+    if question.extended_toleration == "auto":  # the answer depends on whether the nodes are GKE's
+        versions = (*versions, *topo.versions(GKE_NODE_LABELS)[3:])
+    if question.groups is not None:
+        return (*versions, topo.supernode_versions(question.supernode_labels))
+    return versions
+
+
+def _copy_outcome(out: Outcome, cluster: str) -> Outcome:
+    """A copy for ``cluster`` that shares nothing mutable with ``out`` (the rows are
+    frozen): what the memo keeps, and what a caller gets from it, to edit as it likes."""
+    witness = out.witness
+    if witness is not None:
+        witness = {name: nodes.copy() for name, nodes in witness.items()}
+    return Outcome(cluster, out.verdict, out.cause, out.message, out.path, witness, list(out.rows),
+                   list(out.notes), out.facts)
+
+
+def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Policy,
+                  deadline: float | None = None, *, memo: bool = True) -> Outcome:
+    """The verdict for one member cluster. ``memo``: answer a question asked before of
+    the topology as it is now from the topology's memo (see :class:`OutcomeMemo`)."""
+    topo = snapshot.topology
+    # A budget already spent gets the same unknown answer with or without the memo (tick() below).
+    key: tuple[Any, ...] | None = None
+    versions: tuple[Any, ...] = ()
+    stamp = 0
+    if memo and (deadline is None or time.monotonic() <= deadline):
+        key = (question, _policy_token(policy))
+        table = OutcomeMemo.of(topo)
+        stamp = topo.state_stamp()
+        known = table.current(key, stamp)
+        if known is None:
+            versions = _memo_versions(topo, question)
+            known = table.get(key, versions, stamp)
+        if known is not None:
+            return _copy_outcome(known, snapshot.name)
+
+    def tick() -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise _OutOfTime
+
+    try:
+        out = _check(question, topo, tick)
+    except _OutOfTime:
+        budget = policy.feasibility.get("budgetMilliseconds")
+        out = Outcome("", Verdict.UNKNOWN, Cause.BUDGET_SPENT, f"feasibility budget ({budget} ms) ran out",
+                      facts={"budget_ms": budget})
+    if key is not None and out.verdict != Verdict.UNKNOWN:
+        # The caller owns what it gets (it sets ``cluster``; front ends may edit rows):
+        # the memo keeps a copy of its own.
+        OutcomeMemo.of(topo).put(key, versions, _copy_outcome(out, ""), stamp)
+    out.cluster = snapshot.name
+    return out
+
+
+def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
+    """The verdict, from the question and the topology alone (nothing else to read)."""
+    if topo.n_nodes == 0:
+        # Queues are known without nodes: a missing or closed queue is proven all the same.
+        queue = _queue_checks(question.queue, topo, {}, question.autoscaling, question.own,
+                              question.queue_admitted) if topo.queues else None
+        if queue is not None and queue.verdict == Verdict.NEVER:
+            return queue
+        return Outcome("", Verdict.UNKNOWN, Cause.EMPTY_SNAPSHOT, "the cluster snapshot has no nodes")
+    demands = question.demands
+    autoscaling = question.autoscaling
+    sets = _sets(topo, demands, runs_extended_toleration(question.extended_toleration, topo))
+    hard = [d.hard for d in demands]
+    want = [d.want for d in demands]
+    flexible = question.flexible_min
+    n = topo.slots
+    alloc = topo.alloc[:n]
+    free_now, known_now = _now(topo)
+    own = topo.own_usage(question.own) if question.own else None
+    if own is not None:
+        # an UPDATE: what the object's own pods hold is free for it (never cached)
+        free_now = free_now + own[:n]
+        free_now.setflags(write=False)
+    # One pass over the nodes per distinct pod set (eligibility and request): replicas of
+    # one template share it, and hundreds of sets must not outrun the budget.
+    now_by_key: dict[Any, np.ndarray] = {}
+    empty_by_key: dict[Any, np.ndarray] = {}
+    uniform_now: dict[Any, int | None] = {}
+    uniform_empty: dict[Any, int | None] = {}
+    sums: dict[Any, tuple[int, int]] = {}
+    caps_now, caps_empty = [], []
+    for s in sets:
+        if s.key not in now_by_key:
+            tick()
+            if own is None:
+                now_by_key[s.key], uniform_now[s.key] = _now_capacity_of(topo, known_now, s, free_now)
+            else:
+                now_by_key[s.key], uniform_now[s.key] = s.capacity(free_now), None
+            # Sets of one key (eligibility and request) have one capacity: worked out once.
+            empty_by_key[s.key], uniform_empty[s.key] = _empty_capacity_of(topo, s)
+            sums[s.key] = (_capacity_sum(now_by_key[s.key], uniform_now[s.key], s.elig.count),
+                           _capacity_sum(empty_by_key[s.key], uniform_empty[s.key], s.elig.count))
+        caps_now.append(now_by_key[s.key])
+        caps_empty.append(empty_by_key[s.key])
+    rows = [ExplainRow(d.name, d.want, s.elig.count, *sums[s.key])
+            for d, s in zip(demands, sets, strict=True)]
+
+    def outcome(verdict: Verdict, cause: Cause, message: str, path: str = "", **facts: Any) -> Outcome:
+        return Outcome("", verdict, cause, message, path, rows=rows, facts=facts)
+
+    hard_need = _flexible_need(sets, flexible) if flexible else _gang_total(sets, hard)
+    queue = _queue_checks(question.queue, topo, hard_need, autoscaling, question.own, question.queue_admitted)
+    if queue is not None and queue.verdict == Verdict.NEVER:
+        queue.rows = rows
+        return queue
+    quota = _quota_checks(question.namespace, topo, hard_need)
+    if quota is not None:
+        quota.rows = rows
+        return quota
+    tick()
+
+    # Empty cluster: necessary conditions (a proof when they fail).
+    proof = _necessary(topo, sets, hard, alloc, flexible, "even when empty", caps_empty,
+                       [sums[s.key][1] for s in sets], [_full(uniform_empty[s.key]) for s in sets])
+    if proof is not None:
+        if autoscaling:
+            return outcome(Verdict.WAITS, Cause.WAITS_FOR_NEW_NODES,
+                           f"{proof[0]}; waits for new nodes (feasibility.autoscaling)", proof[1])
+        return outcome(Verdict.NEVER, Cause.NODES_NEVER_HOLD, *proof)
+    tick()
+    groups = question.groups
+    supernode_labels = question.supernode_labels
+    supernodes = topo.supernodes(supernode_labels) if groups is not None else []
+    plan = _group_plan(question, sets) if supernodes else None
+    notes: list[str] = []
+    if groups is not None and not supernodes:
+        notes.append("the cluster has no supernode labels or tier-1 HyperNodes: GPU groups not checked")
+    if plan is not None and plan.units:
+        slots_empty = _empty_supernode_slots_of(topo, sets, plan, caps_empty, supernodes, supernode_labels,
+                                                alloc, uniform_empty[sets[plan.gpu_sets[0]].key])
+        reason = _groups_never(topo, plan, alloc, supernodes, slots_empty[0],
+                               (slots_empty[1], slots_empty[2]) if len(slots_empty) == 3 else None)
+        if reason is not None:
+            unit: dict[str, Any] = {"unit": plan.unit, "units": plan.units, "per_pod": plan.per_pod,
+                                    "resource": plan.resource, "supernodes": len(supernodes)}
+            if autoscaling:
+                return outcome(Verdict.WAITS, Cause.WAITS_FOR_NEW_NODES, f"{reason}; waits for new nodes",
+                               **unit)
+            return outcome(Verdict.NEVER, Cause.SUPERNODES_NEVER_HOLD, reason, plan.path, **unit)
+    tick()
+    if want != hard and not flexible:
+        # Not a gang: every pod is placed on its own. Pods that never fit stay Pending.
+        most = [sums[s.key][1] for s in sets]
+        short = [(d, m) for d, m in zip(demands, most, strict=True) if m < d.want]
+        if short:
+            text = "; ".join(f"{d.name}: {m} of {d.want} pods" for d, m in short)
+            return outcome(Verdict.NEVER, Cause.NODES_HOLD_PART,
+                           f"only part of it fits even the empty cluster ({text}); not a gang, so "
+                           f"the rest stays Pending", short=tuple((d.name, m, d.want) for d, m in short))
+
+    # Now: the queue's room, then a witness in the free resources.
+    if queue is not None:
+        queue.rows = rows
+        return queue
+    caps = _Caps(sets, free_now, now_by_key, free_owned=False)
+    if plan is not None and plan.units:
+        placed = _place_groups(topo, sets, plan, caps, supernodes, supernode_labels, tick, uniform_now)
+    else:
+        dense = _place_flexible(caps, sets, flexible) if flexible else _place(caps, sets, want)
+        placed = None if dense is None else _sparse(dense)
+    tick()
+    if placed is not None:
+        result = outcome(Verdict.FITS, Cause.FITS, "fits")
+        result.witness = _witness(topo, sets, placed)
+        result.notes = notes
+        return result
+    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, [sums[s.key][0] for s in sets],
+                     [_full(uniform_now[s.key]) for s in sets])
+    reason, path = now if now is not None else (None, "")
+    facts: dict[str, Any] = {}
+    if reason is None and plan is not None and plan.units:
+        slots = int(_supernode_slots(topo, sets, plan, caps_now, supernodes, supernode_labels,
+                                     free_now).sum())
+        if slots < plan.units:
+            facts = {"units": plan.units, "slots_now": slots}
+            reason = (f"{plan.units} units ({_unit_label(plan)}) needed, the supernodes' free resources "
+                      f"hold {slots} now")
+    if reason is None:
+        reason = "no placement found in the free resources now"
+    return outcome(Verdict.WAITS, Cause.WAITS_FOR_ROOM, f"fits the empty cluster but waits: {reason}", path,
+                   **facts)
