@@ -13,7 +13,7 @@ from typing import Any
 
 from policies.config import Policy
 from policies.feasibility import Verdict
-from policies.rules._feasibility import Feasibility
+from policies.rules._feasibility import Feasibility, Recorder
 from policies.snapshots import SnapshotError, member_names, snapshot_from_text
 from policies.topology import ClusterSnapshot
 from policies.workload import Workload
@@ -30,7 +30,7 @@ class Explained:
     result: Feasibility
 
 
-class Fleet(list[ClusterSnapshot]):
+class Fleet(Recorder):
     """The member clusters given to the linter. The feasibility check reports each result
     to :meth:`record` (when the sequence has one), which ``--explain`` prints."""
 

@@ -1,7 +1,7 @@
 """Text to documents, keeping where every value came from.
 
 PyYAML's C parser composes the node tree (with line marks) at C speed; PyYAML's
-``SafeConstructor`` (:class:`policies.snapshots.ValueConstructor`, restricted to JSON's tags
+``SafeConstructor`` (:class:`policies.yamlvalues.ValueConstructor`, restricted to JSON's tags
 and bounded for hostile input) builds the Python values from it, and the tree is kept so that
 a finding's JSON Pointer can be turned into a line and column only when a finding needs it.
 """
@@ -19,7 +19,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from policies.findings import split_pointer
-from policies.snapshots import (
+from policies.yamlvalues import (
     MAX_DEPTH,
     MAX_EXPANDED_NODES,
     MAX_FILE_BYTES,
@@ -29,7 +29,7 @@ from policies.snapshots import (
     too_deep,
     yaml_error,
 )
-from policies.snapshots import Loader as _Loader
+from policies.yamlvalues import Loader as _Loader
 
 __all__ = ["MAX_DEPTH", "MAX_EXPANDED_NODES", "MAX_FILE_BYTES", "Document", "DocumentError", "build_check",
            "construct", "iter_documents"]

@@ -135,3 +135,22 @@ def test_the_cycle_finder_finds_cycles() -> None:
         graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="import")
     cycles = _cycles(graph, set(graph.modules))
     assert sorted(cycles) == [["p.a", "p.b", "p.c", "p.a"], ["p.e", "p.e"]]
+
+
+def test_a_plain_lint_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """``gpugate lint FILE`` (no cluster, no policy file) loads no numpy (the feasibility
+    engine and topology), no jsonschema (policy files, custom checks), no ruamel (--fix),
+    no aiohttp or kubernetes (the webhook): each costs a one-file lint its start-up time."""
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n"
+                        "    spec:\n      containers:\n      - name: m\n        image: x\n"
+                        "        resources: {limits: {nvidia.com/gpu: 1}}\n")
+    script = ("import sys\nfrom gpugate.cli import main\n"
+              f"sys.argv = ['gpugate', 'lint', '--fail-on', 'never', {str(manifest)!r}]\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "heavy = {'numpy', 'jsonschema', 'ruamel', 'aiohttp', 'kubernetes', 'policies.feasibility'}\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

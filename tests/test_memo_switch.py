@@ -142,7 +142,8 @@ def _event(rng: random.Random, nodes: list[str]) -> tuple[str, Obj]:
                    {"name": "team", "max": {"cpu": rng.randint(0, 20)}, "namespaces": [rng.choice("xy")]}]}}}
     else:
         selector = rng.choice([{"regexMatch": {"pattern": "n[0-2]"}},
-                               {"labelMatch": {"matchLabels": {"rack": "r1"}}}, {"exactMatch": {"name": "n3"}}])
+                               {"labelMatch": {"matchLabels": {"rack": "r1"}}},
+                               {"exactMatch": {"name": "n3"}}])
         obj = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
                "metadata": {"name": f"h{rng.randint(0, 1)}"},
                "spec": {"tier": rng.choice([1, 1, 2]), "members": [{"type": "Node", "selector": selector}]}}
@@ -165,7 +166,8 @@ def _job(rng: random.Random) -> Obj:
             spec["nodeSelector"] = {"zone": rng.choice("ab")}
         template: Obj = {"spec": spec}
         if gpus and rng.random() < 0.5:
-            template["metadata"] = {"annotations": {"metax-tech.com/gpu-group-size": str(gpus * rng.choice([1, 2]))}}
+            size = str(gpus * rng.choice([1, 2]))
+            template["metadata"] = {"annotations": {"metax-tech.com/gpu-group-size": size}}
         tasks.append({"name": f"t{t}", "replicas": rng.randint(1, 3), "template": template})
     if rng.random() < 0.2:
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "x"},
@@ -189,7 +191,7 @@ def _evaluation_lines(result: Any) -> list[str]:
 POLICIES = [{}, {"feasibility": {"autoscaling": True}}, {"gpu": {"supernodeLabels": [CLIQUE, "rack"]}}]
 
 
-def scenario_verdicts(seeds: range = range(40)) -> Iterator[list[str]]:
+def scenario_verdicts(seeds: range = range(120)) -> Iterator[list[str]]:
     policies = [policy_from_data(p) for p in POLICIES]
     for seed in seeds:
         rng = random.Random(seed)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from policies.config import Policy
 from policies.context import Context
@@ -93,12 +93,13 @@ class Feasibility:
         return self._outcomes
 
 
-@runtime_checkable
-class Recorder(Protocol):
-    """A sequence of member clusters that wants each evaluation's result (``lint
-    --explain`` prints the placements): policies never know who is listening."""
+class Recorder(list[Any]):
+    """Member clusters that also want each evaluation's feasibility answer (``lint
+    --explain`` prints the placements): a front end subclasses this and overrides
+    :meth:`record`; policies never know who is listening."""
 
-    def record(self, workload: Workload, result: Feasibility) -> None: ...
+    def record(self, workload: Workload, result: Feasibility) -> None:
+        """Called with every evaluation's answer."""
 
 
 _Evaluate = Callable[[Workload, Policy, "Sequence[ClusterSnapshot]", "float | None", Any], "Answer | None"]
