@@ -50,6 +50,8 @@ def set_enabled(on: bool) -> None:
     """Turn all memoisation on or off for this process; every store is emptied."""
     global _enabled
     _enabled = bool(on)
+    for store in list(_CONTENT_MEMOS):
+        store._switch(_enabled)
     clear_all()
 
 
@@ -124,16 +126,20 @@ def process_cache(maxsize: int, name: str | None = None) -> Callable[[Callable[P
 
 class ContentMemo:
     """A per-process store keyed by content (bytes or other hashable keys), oldest out
-    first past ``maxsize`` entries. ``get`` gives None when memoisation is off."""
+    first past ``maxsize`` entries. ``get`` gives None when memoisation is off; while it is
+    on, ``get`` is the dict's own (stores on hot paths, such as the YAML resolver's, are
+    read once per scalar)."""
 
     def __init__(self, name: str, maxsize: int) -> None:
         self.name = name
         self.maxsize = maxsize
         self._data: dict[Any, Any] = {}
+        self.get: Callable[[Any], Any] = self._data.get if _enabled else _missing
         _register(name, lambda: len(self._data), self._data.clear)
+        _CONTENT_MEMOS.add(self)
 
-    def get(self, key: Any) -> Any:
-        return self._data.get(key) if _enabled else None
+    def _switch(self, on: bool) -> None:
+        self.get = self._data.get if on else _missing
 
     def put(self, key: Any, value: Any) -> Any:
         """Keep ``value`` under ``key`` (evicting the oldest entry when full); returns it."""
@@ -148,6 +154,13 @@ class ContentMemo:
 
     def clear(self) -> None:
         self._data.clear()
+
+
+def _missing(key: Any) -> None:
+    return None
+
+
+_CONTENT_MEMOS: weakref.WeakSet[ContentMemo] = weakref.WeakSet()
 
 
 _SNAPSHOT_MEMOS: weakref.WeakSet[SnapshotMemo] = weakref.WeakSet()  # emptied by clear_all()

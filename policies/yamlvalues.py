@@ -16,6 +16,8 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from policies import memo
+
 __all__ = ["DocumentError", "ValueConstructor", "construct", "values", "Loader", "yaml_error", "too_deep",
            "MAX_DEPTH", "MAX_EXPANDED_NODES", "MAX_FILE_BYTES"]
 
@@ -219,8 +221,7 @@ def yaml_error(exc: yaml.YAMLError, text: str | bytes) -> DocumentError:
 
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_RESOLVED: dict[str, str] = {}
-_RESOLVED_MAX = 200_000
+_RESOLVED = memo.ContentMemo("policies.yamlvalues.resolved tags", 200_000)
 # The shortcuts below are the stock resolver's answers when no path resolvers are
 # registered (PyYAML registers none for the safe loader; nor do we).
 assert not getattr(_BaseLoader, "yaml_path_resolvers", None)
@@ -242,11 +243,8 @@ class Loader(_BaseLoader):  # type: ignore[misc,valid-type]
                 return STR_TAG
             tag = _RESOLVED.get(value)
             if tag is None:
-                tag = super().resolve(kind, value, implicit)
-                if len(_RESOLVED) >= _RESOLVED_MAX:
-                    _RESOLVED.clear()
-                _RESOLVED[value] = tag
-            return tag
+                tag = _RESOLVED.put(value, super().resolve(kind, value, implicit))
+            return tag  # type: ignore[no-any-return]
         return SEQ_TAG if kind is SequenceNode else MAP_TAG
 
     # Path resolvers are not used: nothing to track while descending the tree.

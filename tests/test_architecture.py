@@ -149,7 +149,8 @@ def test_a_plain_lint_imports_only_what_it_needs(tmp_path: Path) -> None:
               f"sys.argv = ['gpugate', 'lint', '--fail-on', 'never', {str(manifest)!r}]\n"
               "try:\n    main()\nexcept SystemExit:\n    pass\n"
               "heavy = {'numpy', 'jsonschema', 'ruamel', 'aiohttp', 'kubernetes', 'policies.feasibility'}\n"
-              "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy), file=sys.stderr)\n")
+              "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy)\n"
+              "print(loaded, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
                           timeout=60)
     assert done.returncode == 0, done.stderr

@@ -3,9 +3,9 @@
 A review asks the topology a :class:`FitQuestion` (everything the check reads of the
 workload and the policy); between topology changes the outcome is a function of the
 question, so jobs of one shape share one answer. These tests hold the memo to that:
-random event sequences interleaved with random checks must never tell a memoised
-outcome from a fresh one, every kind of change invalidates, the memo is bounded, and
-what a caller gets is its own to edit.
+every kind of change invalidates, the memo is bounded, and what a caller gets is its own
+to edit. (That memoised verdicts equal fresh ones through random events is
+tests/test_memo_switch.py's, for every memo at once.)
 """
 
 from __future__ import annotations
@@ -28,22 +28,17 @@ from feasibility_helpers import (
     queue,
     run,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from policies.config import Policy, policy_from_data
 from policies.engine import Context
-from policies.feasibility import FitQuestion, OutcomeMemo, Verdict, fit_question
+from policies.feasibility import FitQuestion, OutcomeMemo, Verdict
 from policies.rules._feasibility import Reported as Outcome
 from policies.rules._feasibility import check_cluster, feasibility
 from policies.topology import ClusterSnapshot, Topology
-from policies.workload import build_workload
 
 GPU = "metax-tech.com/gpu"
 CLIQUE = "nvidia.com/gpu.clique"
 ACCEL = "example.com/accel"
-NODE_NAMES = [f"n{i}" for i in range(6)]
-QUEUES = ["q1", "q2", "root"]
 
 
 def submitted(doc: Obj, pol: Policy) -> Obj:
@@ -63,32 +58,7 @@ def memo_of(topo: Topology) -> OutcomeMemo:
     return OutcomeMemo.of(topo)
 
 
-# -- random clusters, events and jobs ------------------------------------------------------
-
-
-LABELS = {"zone": ["a", "b"], "gen": ["1", "3"], CLIQUE: ["s0", "s1"], "rack": ["r0", "r1"]}
-
-
-@st.composite
-def labels(draw: st.DrawFn) -> dict[str, str]:
-    return {k: draw(st.sampled_from(v)) for k, v in LABELS.items() if draw(st.booleans())}
-
-
-@st.composite
-def node_objects(draw: st.DrawFn, name: str) -> Obj:
-    taints = [{"key": k, "value": draw(st.sampled_from(["x", "y"])),
-               "effect": draw(st.sampled_from(["NoSchedule", "NoExecute"]))}
-              for k in ("dedicated", "gpu") if draw(st.integers(0, 3)) == 0]
-    alloc = {"cpu": str(draw(st.integers(0, 8))), "memory": f"{draw(st.integers(0, 8))}Gi",
-             GPU: str(draw(st.sampled_from([0, 4, 4, 8]))), ACCEL: str(draw(st.integers(0, 4)))}
-    return node(name, alloc, draw(labels()), taints, unschedulable=draw(st.integers(0, 5)) == 0)
-
-
-@st.composite
-def pod_objects(draw: st.DrawFn) -> Obj:
-    requests = {"cpu": str(draw(st.integers(0, 3))), GPU: str(draw(st.integers(0, 2)))}
-    return pod(f"p{draw(st.integers(0, 9))}", draw(st.sampled_from(NODE_NAMES)), requests, namespace="x",
-               phase=draw(st.sampled_from(["Running", "Running", "Pending", "Succeeded"])))
+# -- cluster objects --------------------------------------------------------------------------
 
 
 def quota_tree(cpu: int, namespace: str) -> Obj:
@@ -102,134 +72,6 @@ def quota_tree(cpu: int, namespace: str) -> Obj:
 def hypernode(name: str, tier: int, selector: Obj) -> Obj:
     return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
             "spec": {"tier": tier, "members": [{"type": "Node", "selector": selector}]}}
-
-
-@st.composite
-def events(draw: st.DrawFn) -> tuple[str, Obj]:
-    """One watch event of any kind the topology reads."""
-    what = draw(st.sampled_from(["node", "node", "pod", "pod", "pod", "queue", "podgroup", "quota",
-                                 "hypernode"]))
-    deleted = draw(st.integers(0, 3)) == 0
-    if what == "node":
-        obj = draw(node_objects(draw(st.sampled_from(NODE_NAMES))))
-    elif what == "pod":
-        obj = draw(pod_objects())
-    elif what == "queue":
-        obj = queue(draw(st.sampled_from(QUEUES[:2])),
-                    {"cpu": str(draw(st.integers(0, 12))), GPU: str(draw(st.integers(0, 32)))},
-                    state=draw(st.sampled_from(["Open", "Open", "Closed"])),
-                    parent=draw(st.sampled_from([None, "root"])),
-                    guarantee=draw(st.sampled_from([None, {"cpu": "2"}])))
-    elif what == "podgroup":
-        obj = podgroup(f"pg{draw(st.integers(0, 2))}", draw(st.sampled_from(QUEUES[:2])),
-                       {"cpu": str(draw(st.integers(0, 6)))},
-                       phase=draw(st.sampled_from(["Running", "Inqueue", "Pending"])), namespace="x")
-    elif what == "quota":
-        obj = quota_tree(draw(st.integers(0, 20)), draw(st.sampled_from(["x", "y"])))
-    else:
-        selector: Obj = draw(st.sampled_from([{"regexMatch": {"pattern": "n[0-2]"}},
-                                         {"labelMatch": {"matchLabels": {"rack": "r1"}}},
-                                         {"exactMatch": {"name": "n3"}}]))
-        obj = hypernode(f"h{draw(st.integers(0, 1))}", draw(st.sampled_from([1, 1, 2])), selector)
-    return ("DELETED" if deleted else draw(st.sampled_from(["ADDED", "MODIFIED"]))), obj
-
-
-@st.composite
-def jobs(draw: st.DrawFn) -> Obj:
-    """A Volcano Job (rigid or flexible gang, maybe GPU groups, a queue or none) or a
-    Deployment (no gang): pod sets with tolerations, selectors and affinity."""
-    tasks: list[Obj] = []
-    for t in range(draw(st.integers(1, 2))):
-        gpus = draw(st.sampled_from([0, 2, 4]))
-        requests = {"cpu": str(draw(st.integers(0, 3))), ACCEL: str(draw(st.sampled_from([0, 0, 0, 1])))}
-        if gpus:
-            requests[GPU] = str(gpus)
-        spec: Obj = {"containers": [{"name": "m", "image": "x",
-                                     "resources": {"requests": requests, "limits": dict(requests)}}]}
-        tolerations = draw(st.lists(st.sampled_from([
-            {"key": "dedicated", "operator": "Equal", "value": "x", "effect": "NoSchedule"},
-            {"key": "gpu", "operator": "Exists"}, {"operator": "Exists"}]), max_size=2))
-        if tolerations:
-            spec["tolerations"] = tolerations
-        if draw(st.integers(0, 3)) == 0:
-            spec["nodeSelector"] = {"zone": draw(st.sampled_from(["a", "b"]))}
-        if draw(st.integers(0, 3)) == 0:
-            expr = draw(st.sampled_from([{"key": "gen", "operator": "Gt", "values": ["2"]},
-                                         {"key": "zone", "operator": "NotIn", "values": ["a"]},
-                                         {"key": CLIQUE, "operator": "Exists"}]))
-            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [expr]}]}}}
-        template: Obj = {"spec": spec}
-        if gpus and draw(st.booleans()):
-            template["metadata"] = {"annotations": {
-                "metax-tech.com/gpu-group-size": str(gpus * draw(st.sampled_from([1, 2, 4])))}}
-        tasks.append({"name": f"t{t}", "replicas": draw(st.integers(1, 3)), "template": template})
-    namespace = draw(st.sampled_from(["x", "y"]))
-    if draw(st.integers(0, 4)) == 0:
-        return {"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "d", "namespace": namespace},
-                "spec": {"replicas": tasks[0]["replicas"], "template": tasks[0]["template"]}}
-    total = sum(t["replicas"] for t in tasks)
-    job: Obj = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                "metadata": {"name": "g", "namespace": namespace},
-                "spec": {"schedulerName": "volcano", "tasks": tasks,
-                         "minAvailable": draw(st.integers(1, total)) if draw(st.booleans()) else total}}
-    queue_name = draw(st.sampled_from([None, None, None, "q1", "q1", "q2", "root", "missing"]))
-    if queue_name:
-        job["spec"]["queue"] = queue_name
-    return job
-
-
-POLICIES = [Policy(), policy_from_data({"feasibility": {"autoscaling": True}}),
-            policy_from_data({"gpu": {"supernodeLabels": [CLIQUE, "rack"]}})]
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_memoised_outcomes_equal_fresh_ones_through_random_events(data: st.DataObject) -> None:
-    nodes = {name: data.draw(node_objects(name)) for name in NODE_NAMES[: data.draw(st.integers(1, 4))]}
-    objects = [*nodes.values(), *data.draw(st.lists(pod_objects(), max_size=3))]
-    objects += [queue("root"), queue("q1", {"cpu": "6"}, parent="root")]
-    topo = Topology.from_objects(objects)
-    snapshot = ClusterSnapshot("c", topo)
-    # A few job shapes, asked again and again (renamed): what makes memo hits.
-    shapes = data.draw(st.lists(jobs(), min_size=1, max_size=3))
-    for step in range(data.draw(st.integers(4, 14))):
-        action = data.draw(st.integers(0, 5))
-        if action == 0:
-            event, obj = data.draw(events())
-            topo.apply(event, obj)
-            if obj["kind"] == "Node":
-                name = obj["metadata"]["name"]
-                if event == "DELETED":
-                    nodes.pop(name, None)
-                else:
-                    nodes[name] = obj
-            continue
-        if action == 1 and nodes:
-            # only the labels change: selectors and supernodes read them, nothing else moves
-            relabelled = copy.deepcopy(nodes[data.draw(st.sampled_from(sorted(nodes)))])
-            relabelled["metadata"]["labels"] = data.draw(labels())
-            nodes[relabelled["metadata"]["name"]] = relabelled
-            topo.apply("MODIFIED", relabelled)
-            continue
-        doc = copy.deepcopy(data.draw(st.sampled_from(shapes)))
-        doc["metadata"]["name"] = f"job-{step}"
-        pol = data.draw(st.sampled_from(POLICIES))
-        workload = build_workload(doc)
-        assert workload is not None
-        asked = fit_question(workload, pol)
-        if asked is None:
-            continue
-        memoised = check_cluster(asked, snapshot, pol)
-        fresh = check_cluster(question_of(doc, pol), snapshot, pol, memo=False)
-        assert as_tuple(memoised) == as_tuple(fresh)
-        # what the caller got is its own: spoiling it changes nothing kept
-        memoised.rows.clear()
-        memoised.notes.append("edited")
-        if memoised.witness:
-            memoised.witness.clear()
-        assert as_tuple(check_cluster(asked, snapshot, pol)) == as_tuple(fresh)
 
 
 # -- hits ---------------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 - ``_SpecFit`` (units per pod, eligibility signature) lives in the pod spec's shared
   facts: jobs of one template reuse it, and it equals what the spec gives worked out anew;
 - ``fit_question`` finds the question by what the workload holds (its specs by their
-  facts): the question it returns equals the one built with every cache cleared;
+  facts): what the shape holds changes the question;
 - the outcome memo answers by the topology's stamp while nothing has changed: every kind
-  of change moves the stamp, and memoised outcomes equal fresh ones across changes;
+  of change moves the stamp (memoised verdicts equal fresh ones: tests/test_memo_switch.py);
 - the feasibility rules load :mod:`policies.feasibility` only when a topology is given.
 """
 
@@ -19,16 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from feasibility_helpers import Obj, gpu_node, pod, podgroup, queue
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_feasibility_cold import POLICIES, as_tuple, clusters, events, jobs
+from test_feasibility_cold import POLICIES
 from test_feasibility_shortcuts import bench_job, fields_of
 
 from policies import workload
 from policies.config import Policy
 from policies.feasibility import FitQuestion, fit_question, questions, specs
-from policies.rules._feasibility import check_cluster
-from policies.topology import ClusterSnapshot, Topology
+from policies.topology import Topology
 from policies.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,22 +108,6 @@ def test_what_the_shape_holds_changes_the_question() -> None:
         assert len({fields_of(q) for q in warm_all if q is not None}) == len(variants) + 1
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_questions_by_shape_equal_questions_built_anew(data: st.DataObject) -> None:
-    pol = data.draw(st.sampled_from(POLICIES))
-    docs = [data.draw(jobs()) for _ in range(3)]
-    if data.draw(st.booleans()):
-        docs[2] = json.loads(json.dumps(docs[0]))
-    warm = [_asked(doc, pol) for doc in docs]
-    for doc, question in zip(docs, warm, strict=True):
-        fresh = _asked_fresh(doc, pol)
-        assert (question is None) == (fresh is None)
-        if question is not None and fresh is not None:
-            assert question == fresh and fields_of(question) == fields_of(fresh)
-            assert [d.placement for d in question.demands] == [d.placement for d in fresh.demands]
-
-
 def test_every_kind_of_change_moves_the_stamp() -> None:
     topo = Topology.from_objects([gpu_node("n0", labels={"zone": "a"}), gpu_node("n1"), queue("q1")])
     changes: list[tuple[str, Obj]] = [
@@ -155,26 +136,6 @@ def test_every_kind_of_change_moves_the_stamp() -> None:
     stamp = topo.state_stamp()
     topo.apply("MODIFIED", gpu_node("n0", labels={"zone": "b"}))  # nothing new: a heartbeat
     assert topo.state_stamp() == stamp
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_memoised_outcomes_across_changes_equal_fresh_ones(data: st.DataObject) -> None:
-    pol = data.draw(st.sampled_from(POLICIES))
-    objects = data.draw(clusters())
-    nodes = [o for o in objects if o["kind"] == "Node"]
-    snapshot = ClusterSnapshot("c", Topology.from_objects(objects, pol))
-    docs = [data.draw(jobs()) for _ in range(2)]
-    for _ in range(data.draw(st.integers(1, 6))):
-        if data.draw(st.booleans()):
-            snapshot.topology.apply(*data.draw(events(nodes)))
-        doc = data.draw(st.sampled_from(docs))
-        question = _asked(doc, pol)
-        if question is None:
-            continue
-        for _ in range(2):  # the second ask is answered by the stamp
-            memoised = check_cluster(question, snapshot, pol)
-            assert as_tuple(memoised) == as_tuple(check_cluster(question, snapshot, pol, memo=False))
 
 
 def test_the_rules_load_feasibility_only_with_a_topology() -> None:

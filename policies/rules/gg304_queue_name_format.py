@@ -67,16 +67,6 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     return problems
 
 
-# Names already judged: a cluster has a few queues, named on every object.
-_SUBDOMAIN_VERDICTS: dict[str, bool] = {}
-_MAX_SUBDOMAIN_VERDICTS = 1024
-
-
 def _is_subdomain(name: str) -> bool:
-    """``DNS1123_SUBDOMAIN.fullmatch(name)``, remembered (``name`` is at most MAX_LENGTH long)."""
-    found = _SUBDOMAIN_VERDICTS.get(name)
-    if found is None:
-        if len(_SUBDOMAIN_VERDICTS) >= _MAX_SUBDOMAIN_VERDICTS:
-            _SUBDOMAIN_VERDICTS.clear()
-        found = _SUBDOMAIN_VERDICTS[name] = DNS1123_SUBDOMAIN.fullmatch(name) is not None
-    return found
+    """Whether ``name`` (at most MAX_LENGTH long) is a DNS-1123 subdomain."""
+    return DNS1123_SUBDOMAIN.fullmatch(name) is not None
