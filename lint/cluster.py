@@ -14,7 +14,7 @@ from typing import Any
 from policies.config import Policy
 from policies.feasibility import Verdict
 from policies.rules._feasibility import Feasibility, Recorder
-from policies.snapshots import SnapshotError, member_names, snapshot_from_text
+from policies.snapshots import SnapshotError, member_snapshots, snapshot_from_text
 from policies.topology import ClusterSnapshot
 from policies.workload import Workload
 
@@ -50,14 +50,7 @@ def clusters_from_text(text: str | bytes, policy: Policy, name: str = "cluster",
 
 def load_clusters(paths: list[str], policy: Policy) -> list[ClusterSnapshot]:
     """One member per file, named after the file (its stem, or the path when stems clash)."""
-    fleet = Fleet()
-    for path, name in zip(paths, member_names(paths), strict=True):
-        try:
-            text = Path(path).read_bytes()
-        except OSError as exc:
-            raise ClusterFileError(f"cannot read cluster snapshot {path}: {exc.strerror or exc}") from None
-        fleet.append(snapshot_from_text(text, policy, name, source=path))
-    return fleet
+    return Fleet(member_snapshots(paths, policy, read=lambda path: Path(path).read_bytes()))
 
 
 def _table(rows: list[list[str]]) -> list[str]:

@@ -9,7 +9,7 @@ the files; everything here takes their text and does no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import PurePath
 from typing import Any
 
@@ -17,7 +17,7 @@ from policies.config import Policy
 from policies.topology import ClusterSnapshot, Topology
 from policies.yamlvalues import DocumentError, values
 
-__all__ = ["SnapshotError", "snapshot_objects", "snapshot_from_text", "member_names"]
+__all__ = ["SnapshotError", "snapshot_objects", "snapshot_from_text", "member_names", "member_snapshots"]
 
 
 class SnapshotError(Exception):
@@ -69,3 +69,18 @@ def member_names(paths: Sequence[str]) -> list[str]:
     """Each file's member name: its stem, or the path where stems clash."""
     stems = [PurePath(p).stem for p in paths]
     return [stem if stems.count(stem) == 1 else path for path, stem in zip(paths, stems, strict=True)]
+
+
+def member_snapshots(paths: Sequence[str], policy: Policy,
+                     read: Callable[[str], bytes]) -> list[ClusterSnapshot]:
+    """One member cluster per snapshot file, named after the file (see :func:`member_names`).
+    ``read`` is the front end's: it gives a file's bytes (policies read no file).
+    ``SnapshotError`` when one cannot be read or parsed."""
+    members = []
+    for path, name in zip(paths, member_names(paths), strict=True):
+        try:
+            text = read(path)
+        except OSError as exc:
+            raise SnapshotError(f"cannot read cluster snapshot {path}: {exc.strerror or exc}") from None
+        members.append(snapshot_from_text(text, policy, name, source=path))
+    return members

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from policies.config import Policy
-from policies.snapshots import SnapshotError, member_names, snapshot_from_text
+from policies.snapshots import SnapshotError, member_snapshots
 
 log = logging.getLogger("gpugate.webhook")
 
@@ -27,14 +27,7 @@ log = logging.getLogger("gpugate.webhook")
 def read_fleet(paths: Sequence[str], policy: Policy) -> list[Any]:
     """One member cluster per snapshot file, named after the file (its stem, or the path
     when stems clash); ``SnapshotError`` when one cannot be read or parsed."""
-    fleet = []
-    for path, name in zip(paths, member_names(paths), strict=True):
-        try:
-            text = Path(path).read_bytes()
-        except OSError as exc:
-            raise SnapshotError(f"cannot read cluster snapshot {path}: {exc.strerror or exc}") from None
-        fleet.append(snapshot_from_text(text, policy, name, source=path))
-    return fleet
+    return member_snapshots(paths, policy, read=lambda path: Path(path).read_bytes())
 
 
 # A file's identity and contents as far as stat tells: (device, inode, size, mtime in ns),
