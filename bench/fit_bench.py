@@ -253,8 +253,8 @@ def measure(n: int, repeat: int, policy: Policy, job: Obj) -> str:
     snapshot = ClusterSnapshot("bench", topo)
 
     def check() -> Any:
-        # The check itself, not the memo of answers (bench/feasibility_memo_bench.py
-        # measures that): forget earlier answers, keep the derived data as a server would.
+        # The check itself, not the memo of answers: forget earlier answers, keep the
+        # derived data as a server would.
         topo.outcome_memo = None
         return feasibility(workload, Context(policy=policy, clusters=[snapshot]))
 
