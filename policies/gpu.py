@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from policies.config import Policy
 from policies.options import Option
 from policies.quantity import QuantityError, exact_sum, is_positive, parse_quantity
-from policies.workload import PodSet, Workload, facts_token, spec_containers
+from policies.workload import BLIND_AMOUNTS, PodSet, Workload, facts_token, spec_containers
 
 GPU_RESOURCES = Option(
     "gpu.resources", {"type": "object", "additionalProperties": {"type": "string"}},
@@ -51,6 +51,12 @@ def is_gpu_workload(workload: Workload, policy: Policy) -> bool:
     return found  # type: ignore[no-any-return]
 
 
+def gpu_facts_blind(policy: Policy) -> bool:
+    """Whether facts that read only the policy's GPU resources of a pod spec belong in its
+    blind facts (``PodSet.blind_facts``): unless a GPU resource is named ``cpu`` or ``memory``."""
+    return BLIND_AMOUNTS.isdisjoint(policy.gpu_resources)
+
+
 def gpu_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:
     if not is_gpu_workload(workload, policy):  # remembered: most objects stop here
         return []
@@ -82,10 +88,11 @@ def spec_gpu_resources(pod_set: PodSet, policy: Policy) -> tuple[GpuResourceEntr
     ``path`` is the JSON Pointer). Remembered in the shared facts: GG501-GG503 each walk
     them, and build a pointer only for a finding."""
     key = ("raw_gpu_resources", facts_token(policy.memo))
-    found: tuple[GpuResourceEntry, ...] | None = pod_set.facts.get(key)
+    facts = pod_set.blind_facts if gpu_facts_blind(policy) else pod_set.facts
+    found: tuple[GpuResourceEntry, ...] | None = facts.get(key)
     if found is None:
         containers, _ = spec_containers(pod_set.spec)
-        found = pod_set.facts[key] = _raw_gpu_resources(containers, policy.gpu_resources)
+        found = facts[key] = _raw_gpu_resources(containers, policy.gpu_resources)
     return found
 
 

@@ -9,15 +9,19 @@ feasibility fixtures both ways and compares them.
 
 The three lifetimes:
 
-* **per review or file** (:class:`Scratch`): a plain mapping that lives on one evaluation
-  (``Context.scratch``), one workload (``Workload.memo``) or one loaded policy
-  (``Policy.memo``) and goes with it. Nothing outlives the object it was derived from.
-* **per snapshot version** (:class:`SnapshotMemo`): values derived from a cluster
-  snapshot, each kept with the version counters it was computed from; a lookup with other
-  versions misses. Bounded in entries and bytes (arrays of 10,000 nodes are large).
+* **per review or file** (:class:`Scratch`): a plain mapping that lives on one workload
+  (``Workload.memo``, ``PodSet.memo``) or one loaded policy (``Policy.memo``) and goes with
+  it. Nothing outlives the object it was derived from. (What an evaluation works out once
+  for several rules, ``Context.answers``, is the evaluation's state, not a memo.)
+* **per snapshot version** (:class:`SnapshotMemo`, :class:`StampedMemo`): values derived
+  from a cluster snapshot, each kept with the version counters it was computed from; a
+  lookup with other versions misses. ``Topology.cached``/``remember`` (eligibility masks,
+  capacity blocks, queue facts) and the topology's memo of feasibility outcomes. Bounded in
+  entries (and bytes: arrays of 10,000 nodes are large).
 * **per process** (:func:`process_cache` and :class:`ContentMemo`): pure functions of
   their arguments (quantities, schemas, JSON Pointers) and facts of a pod spec keyed by
-  its exact content. Bounded; :func:`inventory` lists them.
+  its exact content (``PodSet.facts``, ``PodSet.blind_facts``), fit questions, resolved
+  YAML tags. Bounded; :func:`inventory` lists them.
 
 A new cache goes here (or is made with the classes here) and earns its keep in a
 benchmark of ``bench/``; docs/architecture.md says how.
@@ -28,11 +32,12 @@ from __future__ import annotations
 import functools
 import os
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["enabled", "set_enabled", "disabled", "Scratch", "SnapshotMemo", "ContentMemo",
+__all__ = ["enabled", "set_enabled", "disabled", "Scratch", "SnapshotMemo", "StampedMemo", "ContentMemo",
            "process_cache", "inventory", "clear_all"]
 
 P = ParamSpec("P")
@@ -219,3 +224,56 @@ class SnapshotMemo:
     def clear(self) -> None:
         self.entries.clear()
         self.bytes = 0
+
+
+class StampedMemo:
+    """Answers kept per key with the versions they were computed from, and the stamp at
+    which those versions were last found current, least recently used out first.
+
+    A per-snapshot-version store for answers that are cheap to key but dear to compute
+    (the feasibility outcome of a question): :meth:`current` answers by the stamp alone
+    while nothing at all has changed (a stamp is one number that moves with any version),
+    :meth:`get` by the versions. Nothing is kept or given while memoisation is off."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: OrderedDict[Any, tuple[tuple[Any, ...], Any, int | None]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Any, versions: tuple[Any, ...], stamp: int | None = None) -> Any:
+        """The answer kept for ``key`` if computed at ``versions``; do not mutate it.
+        ``stamp``: the stamp now, remembered with a hit (see :meth:`current`)."""
+        entry = self.entries.get(key) if _enabled else None
+        if entry is None or entry[0] != versions:
+            if entry is not None:
+                del self.entries[key]   # versions only grow: it can never match again
+            self.misses += 1
+            return None
+        if stamp is not None and entry[2] != stamp:
+            self.entries[key] = (versions, entry[1], stamp)
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry[1]
+
+    def current(self, key: Any, stamp: int) -> Any:
+        """The answer kept for ``key`` if its versions were found current at ``stamp``
+        (nothing has changed since, so they still are); None: ask :meth:`get`."""
+        entry = self.entries.get(key) if _enabled else None
+        if entry is None or entry[2] != stamp:
+            return None
+        self.entries.move_to_end(key)
+        self.hits += 1
+        return entry[1]
+
+    def put(self, key: Any, versions: tuple[Any, ...], value: Any, stamp: int | None = None) -> None:
+        if not _enabled:
+            self.entries.clear()
+            return
+        self.entries[key] = (versions, value, stamp)
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self.entries)

@@ -141,21 +141,8 @@ def _spec_walk(pod_set: PodSet, doc: Any) -> tuple[tuple[str, ...], Any]:
 
 
 def _spec_pointer_tokens(template_path: str) -> tuple[str, ...]:
-    """The tokens of ``<template_path>/spec``: the same few paths on every object, so kept
-    (unless hostile keys made the path long)."""
-    if len(template_path) > _REMEMBERED_PATH_MAX:
-        return (*pointer_tokens(template_path), "spec")
-    found = _SPEC_POINTER_TOKENS.get(template_path)
-    if found is None:
-        if len(_SPEC_POINTER_TOKENS) >= _MAX_SPEC_POINTER_TOKENS:
-            _SPEC_POINTER_TOKENS.clear()
-        found = _SPEC_POINTER_TOKENS[template_path] = (*pointer_tokens(template_path), "spec")
-    return found
-
-
-_REMEMBERED_PATH_MAX = 512
-_MAX_SPEC_POINTER_TOKENS = 1024
-_SPEC_POINTER_TOKENS: dict[str, tuple[str, ...]] = {}
+    """The tokens of ``<template_path>/spec`` (``pointer_tokens`` keeps the path's)."""
+    return (*pointer_tokens(template_path), "spec")
 
 
 def _walk(node: Any, tokens: Sequence[str]) -> Any:

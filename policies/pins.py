@@ -95,9 +95,10 @@ def spec_pinned_products(pod_set: PodSet, policy: Policy) -> tuple[tuple[str, st
     """:func:`pinned_products` by the pod spec alone (its nodeSelector and required node
     affinity, not the workload label), in the shared facts (read only)."""
     key = ("pinned_products", facts_token(policy.memo), False)
-    found: tuple[tuple[str, str], ...] | None = pod_set.facts.get(key)
+    facts = pod_set.blind_facts  # the nodeSelector and affinity: no requested amount
+    found: tuple[tuple[str, str], ...] | None = facts.get(key)
     if found is None:
-        found = pod_set.facts[key] = _pinned_products(pod_set, product_labels(policy), {})
+        found = facts[key] = _pinned_products(pod_set, product_labels(policy), {})
     return found
 
 
@@ -131,9 +132,10 @@ def spec_pins_model(pod_set: PodSet, policy: Policy) -> bool:
     ``In`` expression (in any term, as :func:`pinned_products` reads them), on a label of
     :func:`model_pin_labels`. In the shared facts (the spec's content and the policy)."""
     key = ("spec pins model", facts_token(policy.memo))
-    found: bool | None = pod_set.facts.get(key)
+    facts = pod_set.blind_facts  # the nodeSelector and affinity: no requested amount
+    found: bool | None = facts.get(key)
     if found is None:
-        found = pod_set.facts[key] = _spec_pins_model(pod_set, model_pin_labels(policy)[0])
+        found = facts[key] = _spec_pins_model(pod_set, model_pin_labels(policy)[0])
     return found
 
 

@@ -35,6 +35,8 @@ _DECIMAL = {
     "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
     "P": Fraction(10**15), "E": Fraction(10**18),
 }
+# The decimal suffixes that scale by a whole number, as ints.
+_WHOLE_DECIMAL = {k: v.numerator for k, v in _DECIMAL.items() if v.denominator == 1}
 _RE = re.compile(
     r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
@@ -77,8 +79,17 @@ def parse_text(value: str) -> Fraction:
     m = _RE.fullmatch(text)
     if m is None:
         raise QuantityError(f"{value!r} is not a quantity (expected e.g. 500m, 2, 1.5Gi, 1e3)")
-    number = Fraction(m.group("num"))
+    num = m.group("num")
     suffix = m.group("suffix") or ""
+    if num.isdigit():  # ASCII digits only (the pattern's): a whole number, no Fraction parsing
+        whole = int(num)
+        if suffix == "m":
+            return Fraction(whole, 1000)
+        if suffix in _BINARY:
+            return Fraction(whole * _BINARY[suffix])
+        if suffix in _WHOLE_DECIMAL:
+            return Fraction(whole * _WHOLE_DECIMAL[suffix])
+    number = Fraction(num)
     if suffix in _BINARY:
         return number * _BINARY[suffix]
     if suffix in _DECIMAL:

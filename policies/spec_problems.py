@@ -18,18 +18,22 @@ __all__ = ["SpecProblem", "pod_set_problems"]
 
 
 def pod_set_problems(workload: Workload, policy: Policy, key: Any,
-                     find: Callable[[PodSet, Policy], Iterable[SpecProblem]]) -> list[Problem]:
+                     find: Callable[[PodSet, Policy], Iterable[SpecProblem]],
+                     blind: bool = False) -> list[Problem]:
     """The problems of every pod set of ``workload`` that ``find(pod_set, policy)`` sees in
     its pod spec.
 
     ``find`` reads only the pod spec's content and the policy; what it finds is kept in
     the pod set's shared facts under ``key``, which names the rule and, when ``find``
-    reads the policy, carries the policy's facts token."""
+    reads the policy, carries the policy's facts token. ``blind``: ``find`` reads no
+    ``cpu`` or ``memory`` amount of the containers (see ``PodSet.blind_facts``), so its
+    problems are shared by specs that differ only there."""
     problems: list[Problem] = []
     for pod_set in workload.pod_sets:
-        found: tuple[SpecProblem, ...] | None = pod_set.facts.get(key)
+        facts = pod_set.blind_facts if blind else pod_set.facts
+        found: tuple[SpecProblem, ...] | None = facts.get(key)
         if found is None:
-            found = pod_set.facts[key] = tuple(find(pod_set, policy))
+            found = facts[key] = tuple(find(pod_set, policy))
         if found:  # rare: messages and paths are built only here
             base = pod_set.spec_path
             for detail, path in found:

@@ -230,9 +230,10 @@ def usage_conflicts(pod_set: PodSet, usage: str, policy: Policy) -> list[Conflic
     Found once per shared facts, with paths from the pod spec (nearly always none)."""
     cfg = usage_config(policy)
     memo_key = ("usage_conflicts", cfg.token, usage)
-    in_spec: list[Conflict] | None = pod_set.facts.get(memo_key)
+    facts = pod_set.blind_facts  # the nodeSelector and affinity: no requested amount
+    in_spec: list[Conflict] | None = facts.get(memo_key)
     if in_spec is None:
-        in_spec = pod_set.facts[memo_key] = _usage_conflicts(pod_set, cfg, usage)
+        in_spec = facts[memo_key] = _usage_conflicts(pod_set, cfg, usage)
     if not in_spec:
         return []
     base = pod_set.spec_path
@@ -379,9 +380,10 @@ def _usage_additions_remembered(pod_set: PodSet, spec: Any, wanted: _WantedUsage
     if spec is not pod_set.spec:
         return usage_additions(pod_set, spec, wanted)
     key = ("usage_additions", wanted.cfg.token, wanted.usage)
-    found: list[Addition] | None = pod_set.facts.get(key)
+    facts = pod_set.blind_facts  # the affinity and tolerations: no requested amount
+    found: list[Addition] | None = facts.get(key)
     if found is None:
-        found = pod_set.facts[key] = usage_additions(pod_set, spec, wanted)
+        found = facts[key] = usage_additions(pod_set, spec, wanted)
     return found
 
 
@@ -395,9 +397,10 @@ def _tolerates(pod_set: PodSet | None, spec: Any, key: str, value: str, effect: 
     :meth:`_Builder.enter`). The usage and product checks both ask of every pod set: the
     ``Equal`` tolerations are indexed once per shared facts."""
     if pod_set is not None and spec is pod_set.spec:  # nearly always: the walk found the model's own
-        index: frozenset[tuple[str, str, str]] | None = pod_set.facts.get("exact_tolerations")
+        facts = pod_set.blind_facts  # the tolerations: no requested amount
+        index: frozenset[tuple[str, str, str]] | None = facts.get("exact_tolerations")
         if index is None:
-            index = pod_set.facts["exact_tolerations"] = exact_tolerations(spec.get("tolerations"))
+            index = facts["exact_tolerations"] = exact_tolerations(spec.get("tolerations"))
         if (key, value, effect) in index or (key, value, "") in index:
             return True
     existing = spec.get("tolerations") if isinstance(spec, dict) else None
@@ -527,9 +530,10 @@ def _spec_pins_tolerated_in_facts(pod_set: PodSet, policy: Policy) -> bool | Non
     """Whether the pod spec tolerates the product taint of every product it pins itself
     to; None when it pins none. Once per shared facts."""
     key = ("spec pins tolerated", facts_token(policy.memo))
-    found: bool | None = pod_set.facts.get(key, _UNSEEN)
+    facts = pod_set.blind_facts  # pins and tolerations: no requested amount
+    found: bool | None = facts.get(key, _UNSEEN)
     if found is _UNSEEN:
         pins = spec_pinned_products(pod_set, policy)
-        found = pod_set.facts[key] = None if not pins else _tolerates_all(
+        found = facts[key] = None if not pins else _tolerates_all(
             pod_set, pod_set.spec, [product_toleration(label, product) for label, product in pins])
     return found

@@ -149,6 +149,7 @@ class PodSet:
     _containers: tuple[tuple[str, dict[str, Any]], ...] | None = field(
         default=None, init=False, repr=False, compare=False)
     _init_containers: int = field(default=0, init=False, repr=False, compare=False)
+    _blind: Scratch | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         spec = self.template.get("spec")
@@ -169,6 +170,23 @@ class PodSet:
             base = self.spec_path
             found = self._containers = tuple([(base + path, c) for path, c in in_spec])
         return iter(found if init else found[self._init_containers:])
+
+    @property
+    def blind_facts(self) -> Scratch:
+        """Facts that read no ``cpu`` or ``memory`` amount of the pod spec's containers: shared
+        by pod specs equal but for those amounts (a sweep of CPU requests, one template),
+        within an object and across objects (:func:`_blind_facts`). The same rules as for
+        ``facts``: no part of the document, a policy's facts token in the keys of facts that
+        depend on it. A fact that reads a requested amount (even through the policy: a GPU
+        resource named ``cpu``) belongs in ``facts``. Read only."""
+        found = self._blind
+        if found is None:
+            facts = self.facts
+            found = facts.get(_BLIND_FACTS_KEY)
+            if found is None:
+                found = facts[_BLIND_FACTS_KEY] = _blind_facts(self.spec)
+            self._blind = found
+        return found
 
     @property
     def requests(self) -> dict[str, Fraction]:
@@ -418,6 +436,63 @@ def _spec_facts(spec: Any) -> Scratch | None:
     found: Scratch | None = _SPEC_FACTS.get(key)
     if found is None:  # with memoisation off: a fresh store that keeps nothing
         found = _SPEC_FACTS.put(key, Scratch())
+    elif len(found) > _MAX_FACTS_KEYS:
+        found.clear()
+    return found
+
+
+# Facts of pod specs by their content but for the ``cpu`` and ``memory`` amounts of their
+# containers (see :attr:`PodSet.blind_facts`), kept in the full facts under this key.
+BLIND_AMOUNTS = frozenset({"cpu", "memory"})
+_BLIND_FACTS_KEY = "blind facts"
+_BLIND_FACTS = ContentMemo("policies.workload.blind_spec_facts", _MAX_SPEC_FACTS)
+
+
+def _blind_facts(spec: Any) -> Scratch:
+    """The facts of pod specs equal to ``spec`` but for the amounts of :data:`BLIND_AMOUNTS`
+    in its containers' requests and limits (a fresh store when not shared, as in
+    :func:`_spec_facts`). The key is ``marshal`` (format 2: no back-references) of the
+    spec with those amounts replaced by None, plain dicts and lists copied only along the
+    way to them; any other type on the way (a subclass) is left in place, and marshal
+    refuses it."""
+    if type(spec) is not dict:
+        return Scratch()
+    masked = spec
+    for group in ("initContainers", "containers"):
+        items = spec.get(group)
+        if type(items) is not list:
+            continue
+        copied: list[Any] | None = None
+        for i, container in enumerate(items):
+            if type(container) is not dict:
+                continue
+            resources = container.get("resources")
+            if type(resources) is not dict:
+                continue
+            new_resources: dict[str, Any] | None = None
+            for part in ("requests", "limits"):
+                values = resources.get(part)
+                if type(values) is dict and ("cpu" in values or "memory" in values):
+                    if new_resources is None:
+                        new_resources = dict(resources)
+                    new_resources[part] = {k: None if k in BLIND_AMOUNTS else v for k, v in values.items()}
+            if new_resources is not None:
+                if copied is None:
+                    copied = list(items)
+                copied[i] = {**container, "resources": new_resources}
+        if copied is not None:
+            if masked is spec:
+                masked = dict(spec)
+            masked[group] = copied
+    try:
+        key = marshal.dumps(masked, 2)
+    except (ValueError, RecursionError):
+        return Scratch()
+    if len(key) > _MAX_SPEC_BYTES:
+        return Scratch()
+    found: Scratch | None = _BLIND_FACTS.get(key)
+    if found is None:
+        found = _BLIND_FACTS.put(key, Scratch())
     elif len(found) > _MAX_FACTS_KEYS:
         found.clear()
     return found

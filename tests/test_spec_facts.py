@@ -181,3 +181,36 @@ def test_specs_marshal_cannot_take_are_not_shared() -> None:
     assert workload.pod_sets[0].facts is not workload.pod_sets[1].facts
     assert [gpus_per_pod(p, Policy()) for p in workload.pod_sets] == [8, 8]
 
+
+
+def _cpu_spec(cpu: str) -> dict[str, Any]:
+    spec = _spec()
+    for part in ("requests", "limits"):
+        spec["containers"][0]["resources"][part]["cpu"] = cpu
+    return spec
+
+
+def test_specs_equal_but_for_cpu_share_blind_facts_only() -> None:
+    """A sweep of CPU requests over one template: the full facts (which read the amounts)
+    are each spec's own; the blind facts (pins, usage, eligibility) are shared."""
+    a, b = (build_workload(_round_trip(_job(_cpu_spec(cpu), _cpu_spec(cpu), name=f"j{cpu}")))
+            for cpu in ("31900m", "32"))
+    assert a is not None and b is not None
+    assert a.pod_sets[0].facts is not b.pod_sets[0].facts
+    assert a.pod_sets[0].blind_facts is b.pod_sets[0].blind_facts
+    other = build_workload(_round_trip(_job(_spec("4"), _spec("4"))))  # another GPU count
+    assert other is not None and other.pod_sets[0].blind_facts is not a.pod_sets[0].blind_facts
+
+
+def test_gpu_facts_leave_the_blind_store_when_a_gpu_resource_is_named_cpu() -> None:
+    """GG501-GG503 read the amounts of the policy's GPU resources: blind only while none of
+    them is ``cpu`` or ``memory``; the verdicts follow the amounts either way."""
+    from policies.gpu import gpu_facts_blind
+
+    plain = Policy()
+    odd = policy_from_data({"gpu": {"resources": {"cpu": "example.com/cpu.product"}}})
+    assert gpu_facts_blind(plain) and not gpu_facts_blind(odd)
+    whole, fractional = (_job(_cpu_spec(cpu), _cpu_spec(cpu), name=f"j{cpu}") for cpu in ("2", "1500m"))
+    for doc in (whole, fractional, whole):   # a fractional "GPU" between two whole ones
+        found = [f.rule for f in evaluate(_round_trip(doc), odd).findings if f.rule == "GG503"]
+        assert bool(found) == (doc is fractional), (doc["metadata"]["name"], found)

@@ -171,12 +171,15 @@ def _block_capacity_of(topo: Topology, s: _Set, block: _Block, which: str,
         return _uniform_capacity(topo, s, block, which, versions, int(_BIG)), int(_BIG)
     cols, amounts = s.col_list, s.amount_list
     lows, highs = block.low.tolist(), block.high.tolist()
-    low = [lows[c] // a for c, a in zip(cols, amounts, strict=True)]
-    high = [highs[c] // a for c, a in zip(cols, amounts, strict=True)]
-    decides = min(range(len(high)), key=high.__getitem__)
-    bound = high[decides]
+    low: list[int] = []
+    high: list[int] = []
+    for c, a in zip(cols, amounts, strict=True):  # a loop: a handful of columns, per job shape
+        low.append(lows[c] // a)
+        high.append(highs[c] // a)
+    bound = min(high)
+    decides = high.index(bound)     # the first column with the smallest quotient
     needed = [j for j in range(len(low)) if j == decides or low[j] < bound]
-    if needed == [decides] and low[decides] == bound:
+    if len(needed) == 1 and low[decides] == bound:  # needed is [decides]: it always holds it
         return _uniform_capacity(topo, s, block, which, versions, bound), bound
     out = np.zeros(slots, dtype=np.int64)
     cap = block.values[cols[needed[0]]] // amounts[needed[0]]

@@ -11,13 +11,12 @@ always a proof); ``unknown`` (nothing proven either way: no nodes, budget spent)
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from policies.config import Policy
-from policies.memo import enabled as memo_enabled
+from policies.memo import StampedMemo
 from policies.topology import ClusterSnapshot, Topology
 
 from .capacity import _capacity_sum, _empty_capacity_of, _full, _now, _now_capacity_of, _sets
@@ -46,28 +45,24 @@ class _OutOfTime(Exception):
 MEMO_ENTRIES = 256
 
 
-class OutcomeMemo:
-    """Outcomes of questions already asked of one topology, least recently used out first.
+class OutcomeMemo(StampedMemo):
+    """Outcomes of questions already asked of one topology (a :class:`policies.memo.StampedMemo`).
 
-    Key: (:class:`FitQuestion`, the policy's token); value: (versions, outcome, stamp).
-    The question holds everything the check reads of the workload and the policy, and the
-    versions (:meth:`Topology.state_versions`, plus the supernodes' when GPU groups are
-    checked) move on every change of anything the snapshot holds, so an entry whose
-    versions still match is the answer a fresh check would give. The stamp
-    (:meth:`Topology.state_stamp`) the versions were last found current at answers
-    without working the versions out again while nothing at all has changed. Outcomes
-    that depend on time (unknown: budget spent, stale or empty topology) are never kept,
-    and nothing is kept while memoisation is off (:func:`policies.memo.enabled`).
+    Key: (:class:`FitQuestion`, the policy's token). The question holds everything the
+    check reads of the workload and the policy, and the versions
+    (:meth:`Topology.state_versions`, plus the supernodes' when GPU groups are checked)
+    move on every change of anything the snapshot holds, so an entry whose versions still
+    match is the answer a fresh check would give; the topology's stamp
+    (:meth:`Topology.state_stamp`) answers without working the versions out again while
+    nothing at all has changed. Outcomes that depend on time (unknown: budget spent, stale
+    or empty topology) are never kept.
 
     Not thread-safe, like the topology itself: the webhook applies watch events and
     evaluates reviews on its event-loop thread, the linter has one thread.
     """
 
     def __init__(self, size: int = MEMO_ENTRIES) -> None:
-        self.size = size
-        self.entries: OrderedDict[Any, tuple[tuple[Any, ...], Outcome, int | None]] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
+        super().__init__(size)
 
     @classmethod
     def of(cls, topo: Topology) -> OutcomeMemo:
@@ -75,43 +70,6 @@ class OutcomeMemo:
         if not isinstance(memo, cls):
             memo = topo.outcome_memo = cls()
         return memo
-
-    def get(self, key: Any, versions: tuple[Any, ...], stamp: int | None = None) -> Outcome | None:
-        """The outcome kept for ``key`` if computed at ``versions``; do not mutate it.
-        ``stamp``: the topology's stamp now, remembered with a hit (see :meth:`current`)."""
-        entry = self.entries.get(key) if memo_enabled() else None
-        if entry is None or entry[0] != versions:
-            if entry is not None:
-                del self.entries[key]   # versions only grow: it can never match again
-            self.misses += 1
-            return None
-        if stamp is not None and entry[2] != stamp:
-            self.entries[key] = (versions, entry[1], stamp)
-        self.entries.move_to_end(key)
-        self.hits += 1
-        return entry[1]
-
-    def current(self, key: Any, stamp: int) -> Outcome | None:
-        """The outcome kept for ``key`` if its versions were found current at ``stamp``
-        (nothing has changed since, so they still are); None: ask :meth:`get`."""
-        entry = self.entries.get(key) if memo_enabled() else None
-        if entry is None or entry[2] != stamp:
-            return None
-        self.entries.move_to_end(key)
-        self.hits += 1
-        return entry[1]
-
-    def put(self, key: Any, versions: tuple[Any, ...], outcome: Outcome, stamp: int | None = None) -> None:
-        if not memo_enabled():
-            self.entries.clear()
-            return
-        self.entries[key] = (versions, outcome, stamp)
-        self.entries.move_to_end(key)
-        while len(self.entries) > self.size:
-            self.entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self.entries)
 
 
 def _memo_versions(topo: Topology, question: FitQuestion) -> tuple[Any, ...]:

@@ -209,8 +209,19 @@ def _spec_fit(pod_set: PodSet) -> _SpecFit | None:
     if not pod_set.request_errors:
         per_pod = {r: max(0, scheduler_units(r, q)) for r, q in pod_set.requests.items()}
         per_pod["pods"] = per_pod.get("pods", 0) + 1
-        found = _SpecFit(tuple(per_pod.items()), _parts_signature(list(_placement_parts(pod_set.spec))))
+        found = _SpecFit(tuple(per_pod.items()), _spec_signature(pod_set))
     facts[_FIT_FACTS] = found
+    return found
+
+
+def _spec_signature(pod_set: PodSet) -> str:
+    """:func:`_signature` of the pod set's spec: what eligibility reads (placement, and the
+    names of extended resources, not their amounts), so in its blind facts: job shapes of
+    one template that differ in CPU or memory share it (one string object)."""
+    blind = pod_set.blind_facts
+    found: str | None = blind.get(_FIT_FACTS)
+    if found is None:
+        found = blind[_FIT_FACTS] = _parts_signature(list(_placement_parts(pod_set.spec)))
     return found
 
 

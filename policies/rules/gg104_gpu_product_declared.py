@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator
 from policies.config import Policy
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity, SpecProblem, quoted
-from policies.gpu import GPU_RESOURCES, gpu_pod_sets, gpu_requests, gpus_per_pod
+from policies.gpu import GPU_RESOURCES, gpu_facts_blind, gpu_pod_sets, gpu_requests, gpus_per_pod
 from policies.options import Option
 from policies.quantity import format_quantity, is_positive
 from policies.spec_problems import pod_set_problems
@@ -80,7 +80,9 @@ def check(workload: Workload, ctx: Context) -> Iterable[Problem]:
     if labels_pin_product(workload, ctx.policy):
         return _pinned_by_labels(workload, ctx.policy)
     # Nearly always: pinned by the pod spec or not at all, a fact of the spec's content.
-    problems = pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+    # GPU requests, pins and model pins: no cpu or memory amount, unless the policy names one a GPU
+    problems = pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec,
+                                blind=gpu_facts_blind(ctx.policy))
     if problems:  # rare: an annotation of the template (not of its spec) may pin the model
         pinned = [p.spec_path for p in workload.pod_sets if annotation_pins_model(p, ctx.policy)]
         if pinned:

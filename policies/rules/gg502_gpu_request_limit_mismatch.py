@@ -44,7 +44,7 @@ from policies.findings import (
     join_pointer,
     quoted,
 )
-from policies.gpu import GPU_RESOURCES, spec_gpu_resources
+from policies.gpu import GPU_RESOURCES, gpu_facts_blind, spec_gpu_resources
 from policies.spec_problems import pod_set_problems
 from policies.workload import PodSet, Workload
 
@@ -56,7 +56,9 @@ OPTIONS = (GPU_RESOURCES,)
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:
-    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec)
+    # the GPU resources alone: no cpu or memory amount, unless the policy names one a GPU
+    return pod_set_problems(workload, ctx.policy, (ID, ctx.token), _in_spec,
+                            blind=gpu_facts_blind(ctx.policy))
 
 
 def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:

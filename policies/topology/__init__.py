@@ -138,7 +138,7 @@ class Topology(QueuesAndHypernodes):
         one of them (a change of nothing, such as a heartbeat, moves none)."""
         return (self.nodeset_version, self.taint_version, self.cordon_version, self.alloc_version,
                 self.used_version, self.hypernode_version, self.queue_version, self.podgroup_version,
-                self.quota_version, *(self._key_versions.get(k, 0) for k in label_keys))
+                self.quota_version, *[self._key_versions.get(k, 0) for k in label_keys])
 
     def state_stamp(self) -> int:
         """One number that moves whenever any version counter does: they only grow, and a

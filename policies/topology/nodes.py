@@ -359,7 +359,7 @@ class NodeArrays:
         """The versions node eligibility depends on: node set, taints, cordons, and the
         given label keys."""
         return (self.nodeset_version, self.taint_version, self.cordon_version,
-                *(self._key_versions.get(k, 0) for k in label_keys))
+                *[self._key_versions.get(k, 0) for k in label_keys])
 
 
 
