@@ -290,6 +290,7 @@ def main() -> None:
     )
     for n in (int(s) for s in args.sizes.split(",")):
         print(measure(n, args.repeat, Policy(), gang()), flush=True)
+    print("goal: a 512-pod gang check on 10,000 nodes under 5 ms (cold and p99)")
 
 
 if __name__ == "__main__":

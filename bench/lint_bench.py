@@ -3,9 +3,9 @@ the wall time of a single-file ``gpugate lint`` process.
 
     .venv/bin/python bench/lint_bench.py [--repeat N] [--runs N]
 
-Everything is measured in the same run, so the ratios hold on any machine. Goals
-(SPEC section 8): the full pipeline within 1.5x of ``yaml.compose_all`` with
-``CSafeLoader``; a single-file run under 200 ms.
+Everything is measured in the same run, so the ratios hold on any machine. Goals: the
+full pipeline within 1.5x of ``yaml.compose_all`` with ``CSafeLoader``; a single-file
+``gpugate lint`` process within 3x a bare ``python -c pass``.
 
 Each measurement is a small function, so that more can be added (e.g. the cost of
 custom checks: ``lint_pipeline(texts, policy_with_checks)`` against ``lint_pipeline(texts)``).
@@ -177,9 +177,10 @@ def report_single_file(path: str, runs: int) -> None:
     floor = python_startup(runs)
     median = statistics.median(times)
     print(f"single file: gpugate lint {Path(path).name}, median of {runs} processes")
-    print(f"  wall time                      : {median * 1000:8.1f} ms   (goal < 200 ms; "
-          f"min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
-    print(f"  python -c pass                 : {floor * 1000:8.1f} ms   (ratio {median / floor:.2f}x)")
+    print(f"  wall time                      : {median * 1000:8.1f} ms   "
+          f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
+    print(f"  python -c pass                 : {floor * 1000:8.1f} ms   "
+          f"(ratio {median / floor:.2f}x; goal <= 3x)")
     print("  slowest top-level imports (-X importtime, cumulative):")
     for micros, name in slowest_imports(path):
         print(f"    {micros / 1000:7.1f} ms  {name}")

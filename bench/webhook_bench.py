@@ -362,7 +362,8 @@ def main() -> int:
                 for level in levels for name, process, port, payloads in servers])
             if args.rate > 0:
                 print(f"\nopen loop: {args.rate:.0f} reviews/s for {args.seconds:g} s, up to 64 connections; "
-                      f"latency from the start of each review (waiting for a connection included)")
+                      f"latency from the start of each review (waiting for a connection included); "
+                      f"goal at 1,000/s and 10,000 nodes: gpugate/shapes p99 < 10 ms")
                 rows = []
                 for name, process, port, payloads in servers:
                     url = f"https://127.0.0.1:{port}/validate"
