@@ -12,7 +12,7 @@ from typing import Any
 
 from policies.config import Policy
 from policies.kinds import KindSpec
-from policies.workload import facts_token
+from policies.specfacts import facts_token
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 from policies.config import Policy
 from policies.options import Option
 from policies.quantity import QuantityError, exact_sum, is_positive, parse_quantity
-from policies.workload import BLIND_AMOUNTS, PodSet, Workload, facts_token, spec_containers
+from policies.specfacts import BLIND_AMOUNTS, facts_token
+from policies.workload import PodSet, Workload, spec_containers
 
 GPU_RESOURCES = Option(
     "gpu.resources", {"type": "object", "additionalProperties": {"type": "string"}},

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from policies.config import Policy
-from policies.workload import PodSet, Workload, facts_token
+from policies.specfacts import facts_token
+from policies.workload import PodSet, Workload
 
 __all__ = ["AffinityExpressions", "affinity_expressions", "pinned_products", "spec_pinned_products",
            "labels_pin_product", "model_pin_labels", "spec_pins_model", "annotation_pins_model",

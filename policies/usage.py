@@ -41,8 +41,9 @@ from policies.pins import (
     spec_pins_model,
 )
 from policies.quantity import is_positive
+from policies.specfacts import facts_token
 from policies.tolerations import NO_SCHEDULE, any_tolerates, exact_tolerations
-from policies.workload import PodSet, Workload, facts_token
+from policies.workload import PodSet, Workload
 
 __all__ = [
     "UsageConfig", "usage_config", "workload_usage", "in_scope", "steered_pod_sets",

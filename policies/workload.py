@@ -7,16 +7,15 @@ the engine reports as GG002 (invalid-object).
 
 from __future__ import annotations
 
-import itertools
-import marshal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from policies import specfacts
 from policies.findings import ObjectRef
 from policies.kinds import DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
-from policies.memo import ContentMemo, Scratch
+from policies.memo import Scratch
 from policies.pointers import escape_pointer, join_pointer, pointer_tokens
 from policies.resources import pod_requests
 
@@ -133,9 +132,9 @@ class PodSet:
     # Derived facts several rules ask for, computed once: ``memo`` for this pod set's own
     # (those that embed its JSON Pointer or depend on the workload), ``facts`` for those
     # that depend only on the pod spec's content: pod sets whose specs are exactly equal
-    # share one ``facts`` (:func:`_spec_facts`), within an object and across objects. So
+    # share one ``facts`` (:func:`policies.specfacts.spec_facts`), within an object and across objects. So
     # facts hold no part of the document (it may be changed later), and keys of facts that
-    # depend on a policy carry its :func:`facts_token`. Read only.
+    # depend on a policy carry its :func:`policies.specfacts.facts_token`. Read only.
     memo: Scratch = field(default_factory=Scratch, repr=False, compare=False)
     facts: Scratch = field(default_factory=Scratch, repr=False, compare=False)
     # Views of the template every rule reads, worked out once: the template is not changed
@@ -175,16 +174,16 @@ class PodSet:
     def blind_facts(self) -> Scratch:
         """Facts that read no ``cpu`` or ``memory`` amount of the pod spec's containers: shared
         by pod specs equal but for those amounts (a sweep of CPU requests, one template),
-        within an object and across objects (:func:`_blind_facts`). The same rules as for
+        within an object and across objects (:func:`policies.specfacts.blind_facts`). The same rules as for
         ``facts``: no part of the document, a policy's facts token in the keys of facts that
         depend on it. A fact that reads a requested amount (even through the policy: a GPU
         resource named ``cpu``) belongs in ``facts``. Read only."""
         found = self._blind
         if found is None:
             facts = self.facts
-            found = facts.get(_BLIND_FACTS_KEY)
+            found = facts.get(specfacts.BLIND_FACTS_KEY)
             if found is None:
-                found = facts[_BLIND_FACTS_KEY] = _blind_facts(self.spec)
+                found = facts[specfacts.BLIND_FACTS_KEY] = specfacts.blind_facts(self.spec)
             self._blind = found
         return found
 
@@ -395,109 +394,6 @@ def _entries(doc: dict[str, Any], source: PodSetSource) -> Iterator[tuple[str, s
             yield str(key), path, entry
 
 
-# Facts of pod specs by content, kept across objects: a sweep submits many jobs of one
-# template, and a Master/Worker pair shares one spec. Bounded (the oldest goes first), and
-# only for specs of a reasonable size: the key is the spec's bytes.
-_MAX_SPEC_FACTS = 128
-_MAX_SPEC_BYTES = 16 * 1024
-_SPEC_FACTS = ContentMemo("policies.workload.spec_facts", _MAX_SPEC_FACTS)
-# A facts dict gathers keys per policy (see facts_token; about 16 each): past this many
-# (several policies, or reloads leaving old tokens behind) it starts afresh.
-_MAX_FACTS_KEYS = 128
-_FACTS_TOKENS = itertools.count(1)
-
-
-def facts_token(policy_memo: dict[Any, Any]) -> int:
-    """The number that names a policy (by its ``memo``) in the keys of shared ``facts``.
-
-    Facts outlive the objects they were first derived for, so a key must never name a
-    later policy by accident, as ``id()`` of a freed one could."""
-    token: int | None = policy_memo.get("facts token")
-    if token is None:
-        token = policy_memo["facts token"] = next(_FACTS_TOKENS)
-    return token
-
-
-def _spec_facts(spec: Any) -> Scratch | None:
-    """The shared facts of pod specs with ``spec``'s exact content, or None (not shared).
-
-    The key is ``marshal`` of the spec: unlike ``==``, it tells ``1``, ``1.0`` and ``True``
-    apart, and key order, so for what JSON and YAML give equal keys mean every rule reads
-    both specs alike. (Format 4 also marks objects referenced from elsewhere, which can
-    only make an equal spec miss: the spec is serialised before anything refers into it.)"""
-    if type(spec) is not dict:
-        return None
-    try:
-        key = marshal.dumps(spec)
-    except (ValueError, RecursionError):  # a YAML date, nested too deep: not shared
-        return None
-    if len(key) > _MAX_SPEC_BYTES:
-        return None
-    found: Scratch | None = _SPEC_FACTS.get(key)
-    if found is None:  # with memoisation off: a fresh store that keeps nothing
-        found = _SPEC_FACTS.put(key, Scratch())
-    elif len(found) > _MAX_FACTS_KEYS:
-        found.clear()
-    return found
-
-
-# Facts of pod specs by their content but for the ``cpu`` and ``memory`` amounts of their
-# containers (see :attr:`PodSet.blind_facts`), kept in the full facts under this key.
-BLIND_AMOUNTS = frozenset({"cpu", "memory"})
-_BLIND_FACTS_KEY = "blind facts"
-_BLIND_FACTS = ContentMemo("policies.workload.blind_spec_facts", _MAX_SPEC_FACTS)
-
-
-def _blind_facts(spec: Any) -> Scratch:
-    """The facts of pod specs equal to ``spec`` but for the amounts of :data:`BLIND_AMOUNTS`
-    in its containers' requests and limits (a fresh store when not shared, as in
-    :func:`_spec_facts`). The key is ``marshal`` (format 2: no back-references) of the
-    spec with those amounts replaced by None, plain dicts and lists copied only along the
-    way to them; any other type on the way (a subclass) is left in place, and marshal
-    refuses it."""
-    if type(spec) is not dict:
-        return Scratch()
-    masked = spec
-    for group in ("initContainers", "containers"):
-        items = spec.get(group)
-        if type(items) is not list:
-            continue
-        copied: list[Any] | None = None
-        for i, container in enumerate(items):
-            if type(container) is not dict:
-                continue
-            resources = container.get("resources")
-            if type(resources) is not dict:
-                continue
-            new_resources: dict[str, Any] | None = None
-            for part in ("requests", "limits"):
-                values = resources.get(part)
-                if type(values) is dict and ("cpu" in values or "memory" in values):
-                    if new_resources is None:
-                        new_resources = dict(resources)
-                    new_resources[part] = {k: None if k in BLIND_AMOUNTS else v for k, v in values.items()}
-            if new_resources is not None:
-                if copied is None:
-                    copied = list(items)
-                copied[i] = {**container, "resources": new_resources}
-        if copied is not None:
-            if masked is spec:
-                masked = dict(spec)
-            masked[group] = copied
-    try:
-        key = marshal.dumps(masked, 2)
-    except (ValueError, RecursionError):
-        return Scratch()
-    if len(key) > _MAX_SPEC_BYTES:
-        return Scratch()
-    found: Scratch | None = _BLIND_FACTS.get(key)
-    if found is None:
-        found = _BLIND_FACTS.put(key, Scratch())
-    elif len(found) > _MAX_FACTS_KEYS:
-        found.clear()
-    return found
-
-
 def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, object_default: str,
               autoscaling: bool) -> Iterator[PodSet]:
     for name, path, entry in _entries(doc, source):
@@ -508,7 +404,7 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
                 template = expect_mapping(template, template_path, f"{name}.{source.template}")
         else:
             template_path, template = path, entry
-        facts = _spec_facts(template.get("spec"))
+        facts = specfacts.spec_facts(template.get("spec"))
         if facts is None or "shape checked" not in facts:
             _check_template(template, template_path)
             if facts is not None:

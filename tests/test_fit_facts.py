@@ -22,7 +22,7 @@ from feasibility_helpers import Obj, gpu_node, pod, podgroup, queue
 from test_feasibility_cold import POLICIES
 from test_feasibility_shortcuts import bench_job, fields_of
 
-from policies import workload
+from policies import specfacts
 from policies.config import Policy
 from policies.feasibility import FitQuestion, fit_question, questions, specs
 from policies.topology import Topology
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _clear_caches() -> None:
-    workload._SPEC_FACTS.clear()
+    specfacts.SPEC_FACTS.clear()
     questions._QUESTIONS.clear()
     questions._QUESTIONS_BY_SHAPE.clear()
     questions._PLACEMENTS.clear()
@@ -51,7 +51,7 @@ def _asked_fresh(doc: Obj, policy: Policy) -> FitQuestion | None:
 
 def test_a_repeated_template_reuses_its_spec_fit_and_question() -> None:
     policy = Policy()
-    # as review bodies bring them: parsed from JSON text (see policies.workload._spec_facts)
+    # as review bodies bring them: parsed from JSON text (see policies.specfacts.spec_facts)
     first, second = (build_workload(json.loads(json.dumps(bench_job()))) for _ in range(2))
     assert first is not None and second is not None
     q1, q2 = fit_question(first, policy), fit_question(second, policy)

@@ -256,11 +256,11 @@ def _isolated(doc: Any, policy: Policy) -> dict[str, Any]:
     facts cleared."""
     from policies.pointers import _remembered_tokens
     from policies.quantity import parse_text
-    from policies.workload import _SPEC_FACTS
+    from policies.specfacts import SPEC_FACTS
 
     parse_text.cache_clear()
     _remembered_tokens.cache_clear()
-    _SPEC_FACTS.clear()
+    SPEC_FACTS.clear()
     fresh_policy = policy_from_data(copy.deepcopy(_raw_policy(policy)), policy.source)
     return full_outcome(copy.deepcopy(doc), fresh_policy)
 

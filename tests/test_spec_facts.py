@@ -15,7 +15,8 @@ import pytest
 from policies.config import Policy, policy_from_data
 from policies.engine import evaluate
 from policies.gpu import gpus_per_pod, raw_gpu_resources, spec_gpu_resources
-from policies.workload import _MAX_SPEC_FACTS, _SPEC_FACTS, build_workload
+from policies.specfacts import MAX_SPEC_FACTS, SPEC_FACTS
+from policies.workload import build_workload
 
 
 def _job(master_spec: dict[str, Any], worker_spec: dict[str, Any], name: str = "train") -> dict[str, Any]:
@@ -41,7 +42,7 @@ def _outcome(doc: Any, policy: Policy) -> list[tuple[str, str, str]]:
 
 
 def _fresh_outcome(doc: Any, policy: Policy) -> list[tuple[str, str, str]]:
-    _SPEC_FACTS.clear()
+    SPEC_FACTS.clear()
     return _outcome(doc, policy)
 
 
@@ -164,10 +165,10 @@ def test_a_workload_label_pinning_a_product_is_not_shared_across_objects() -> No
 
 
 def test_the_cache_is_bounded() -> None:
-    _SPEC_FACTS.clear()
-    for i in range(_MAX_SPEC_FACTS + 20):
+    SPEC_FACTS.clear()
+    for i in range(MAX_SPEC_FACTS + 20):
         build_workload(_round_trip(_job(_spec(str(i + 1)), _spec(str(i + 1)))))
-    assert len(_SPEC_FACTS) == _MAX_SPEC_FACTS
+    assert len(SPEC_FACTS) == MAX_SPEC_FACTS
 
 
 def test_specs_marshal_cannot_take_are_not_shared() -> None:
