@@ -102,8 +102,8 @@ def group_annotations(workload: Workload, policy: Policy) -> GroupAnnotations:
     found: GroupAnnotations | None = workload.memo.get(key)
     if found is None:
         found = workload.memo[key] = GroupAnnotations(
-            size=_values(workload, policy.gpu["groupSizeAnnotation"]),
-            atomic=_values(workload, policy.gpu["atomicGroupSizeAnnotation"]))
+            size=_values(workload, GROUP_SIZE_ANNOTATION.value(policy)),
+            atomic=_values(workload, ATOMIC_GROUP_SIZE_ANNOTATION.value(policy)))
     return found
 
 

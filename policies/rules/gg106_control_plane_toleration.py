@@ -54,7 +54,7 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
 
 
 def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
-    taint = policy.data.get("controlPlaneTaint") or ""
+    taint = CONTROL_PLANE_TAINT.value(policy) or ""
     tolerations = pod_set.spec.get("tolerations")
     if not isinstance(tolerations, list):
         return

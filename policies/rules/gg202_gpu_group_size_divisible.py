@@ -94,7 +94,7 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     if spec is None or not spec.pod_sets:
         return []
     problems: list[Problem] = []
-    key = ctx.policy.gpu["groupSizeAnnotation"]
+    key = GROUP_SIZE_ANNOTATION.value(ctx.policy)
     for part in spec.pod_sets:
         if not is_multiple(spec.size, part.gpus):
             problems.append(Problem(f"{key} {spec.size} is not a multiple of the {format_gpus(part.gpus)} "

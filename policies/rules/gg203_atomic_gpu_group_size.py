@@ -74,8 +74,8 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     if spec is None or not spec.atomic_explicit:
         return []
     problems: list[Problem] = []
-    key = ctx.policy.gpu["atomicGroupSizeAnnotation"]
-    size_key = ctx.policy.gpu["groupSizeAnnotation"]
+    key = ATOMIC_GROUP_SIZE_ANNOTATION.value(ctx.policy)
+    size_key = GROUP_SIZE_ANNOTATION.value(ctx.policy)
     for part in spec.pod_sets:
         if not is_multiple(spec.atomic, part.gpus):
             problems.append(Problem(f"{key} {spec.atomic} is not a multiple of the {format_gpus(part.gpus)} "

@@ -77,7 +77,7 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     if not sizes:
         return []
     problems: list[Problem] = []
-    key = ctx.policy.gpu["groupSizeAnnotation"]
+    key = GROUP_SIZE_ANNOTATION.value(ctx.policy)
     for pod_set in non_volcano_pod_sets(workload, trust_operator=False):
         scheduler = quoted_repr(pod_set.scheduler, SHORT_QUOTED_CHARS)
         problems.append(Problem(f"{key} is set but pod set {quoted(pod_set.name)} is scheduled by "
