@@ -135,6 +135,21 @@ def python_startup(runs: int) -> float:
     return statistics.median(times)
 
 
+# What any gpugate lint must import besides itself: PyYAML and the standard library modules
+# its model is written with. Their cost is the floor under the single-file ratio.
+FLOOR_IMPORTS = "import yaml, dataclasses, logging, argparse, fractions, json, enum, typing, pathlib"
+
+
+def import_floor(runs: int) -> float:
+    """Median wall time of a ``python -c`` importing only :data:`FLOOR_IMPORTS`."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", FLOOR_IMPORTS], check=False)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def slowest_imports(path: str, top: int = 8) -> list[tuple[int, str]]:
     """The top-level imports a single-file lint pays for (``python -X importtime``), in µs."""
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpugate", "lint", "--fail-on",
@@ -181,6 +196,9 @@ def report_single_file(path: str, runs: int) -> None:
           f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
     print(f"  python -c pass                 : {floor * 1000:8.1f} ms   "
           f"(ratio {median / floor:.2f}x; goal <= 3x)")
+    imports = import_floor(runs)
+    print(f"  python importing PyYAML and the stdlib modules gpugate uses: {imports * 1000:.1f} ms "
+          f"({imports / floor:.2f}x python -c pass; gpugate's own share: {(median - imports) * 1000:.1f} ms)")
     print("  slowest top-level imports (-X importtime, cumulative):")
     for micros, name in slowest_imports(path):
         print(f"    {micros / 1000:7.1f} ms  {name}")
