@@ -35,6 +35,7 @@ from webhook_bench import (
     pytorch_job,
     review_payloads,
     rss_mib,
+    stop,
     submitted,
     synthetic_cluster,
     wait_ready,
@@ -141,8 +142,7 @@ def main() -> int:
                   f"{min(durations):.1f}-{max(durations):.1f} s; "
                   f"verdicts differing from the first: {differing}")
         finally:
-            server.terminate()
-            server.wait(30)
+            stop(server, timeout=30)
     return 0 if differing == 0 else 1
 
 

@@ -53,6 +53,7 @@ from webhook_bench import (  # noqa: E402
     pytorch_job,
     review_payloads,
     rss_mib,
+    stop,
     submitted,
     synthetic_cluster,
     wait_ready,
@@ -70,15 +71,6 @@ def start_server(root: Path, cert: Path, key: Path, cluster: Path, port: int, ne
         args += ["--metrics-port", "0", "--drain-seconds", "0", *extra]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(root)}
     return subprocess.Popen(args, cwd=root, env=env)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 # -- 1. idle connections ------------------------------------------------------------------------
@@ -347,7 +339,7 @@ def main() -> int:
                 try:
                     got = asyncio.run(idle_run(process, port, context, args.connections))
                 finally:
-                    stop(process)
+                    stop(process, timeout=20)
                 per = (got["after"] - got["before"]) / max(1, got["kept"]) * 1024
                 print(f"idle TLS connections ({label}): {args.connections} opened, {got['kept']:.0f} kept, "
                       f"{got['refused']:.0f} reset; server RSS {got['before']:.0f} MiB -> "
@@ -371,7 +363,7 @@ def main() -> int:
                       f"{percentile(latencies, 0.99) * 1e3:.0f} ms, max {max(latencies) * 1e3:.0f} ms, all "
                       f"answered in {wall:.2f} s; answers {outcomes}")
         finally:
-            stop(process)
+            stop(process, timeout=20)
         # the burst on as many connections as reviews (the cap raised above them for this run)
         process, port = serve("--max-connections", str(args.burst + 100)) if new else serve()
         try:
@@ -391,7 +383,7 @@ def main() -> int:
                           f"{got['probe_max_ms']:.0f} ms over {got['probes']} probes (quiet: "
                           f"{got['probe_quiet_ms']:.1f} ms)")
         finally:
-            stop(process)
+            stop(process, timeout=20)
     return 0
 
 

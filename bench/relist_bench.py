@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from webhook_bench import free_port, synthetic_cluster  # noqa: E402 - bench/ is not a package
+from webhook_bench import free_port, stop, synthetic_cluster  # noqa: E402 - bench/ is not a package
 
 PROBE_INTERVAL = 0.002
 
@@ -173,8 +173,7 @@ def main() -> None:
                 raise SystemExit("the API server double did not start")
             asyncio.run(run(f"http://127.0.0.1:{port}", args.nodes, args.pods, args.page_size))
         finally:
-            api.terminate()
-            api.wait(10)
+            stop(api)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from webhook_bench import (  # noqa: E402 - bench/ is not a package
     percentile,
     pytorch_job,
     rss_mib,
+    stop,
     submitted,
     synthetic_cluster,
     wait_ready,
@@ -344,12 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             rss["end"] = rss_mib(gate.pid)
             rss["max"] = max([s["rss"] for s in samples] + [rss["end"]])
         finally:
-            if gate is not None:  # the webhook first: its watches would log the API server going away
-                gate.terminate()
-                try:
-                    gate.wait(15)
-                except subprocess.TimeoutExpired:
-                    gate.kill()
+            stop(gate, timeout=15)  # the webhook first: its watches would log the API server going away
             api.terminate()
             events_line = ""
             try:

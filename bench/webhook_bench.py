@@ -176,6 +176,20 @@ def wait_ready(url: str, context: ssl.SSLContext, process: subprocess.Popen[byte
     raise RuntimeError(f"{url} not ready within {timeout:.0f} s")
 
 
+def stop(*processes: subprocess.Popen[Any] | None, timeout: float = 10) -> None:
+    """Terminate the processes (None: never started), then wait for each; kill what outlives
+    ``timeout``."""
+    started = [p for p in processes if p is not None]
+    for process in started:
+        process.terminate()
+    for process in started:
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
@@ -376,13 +390,7 @@ def main() -> int:
                   f"{rss_mib(gate.pid):.0f} MiB "
                   f"(empty handler: {rss_mib(base.pid):.0f} MiB)")
         finally:
-            for process in (gate, base):
-                process.terminate()
-            for process in (gate, base):
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            stop(gate, base)
         in_process_breakdown(cluster, same_shape, distinct)
         if not args.no_live:
             live_watch(directory, cluster, cert, key, context, same_shape, args.requests)
@@ -442,13 +450,7 @@ def live_watch(directory: Path, cluster: Path, cert: Path, key: Path, context: s
               f"p99 {percentile(run.latencies, 0.99) * 1e3:.2f} ms, {run.rate:.0f} reviews/s, "
               f"{run.cpu_per_review * 1e3:.2f} ms server CPU per review {run.verdicts}")
     finally:
-        for process in (gate, api):
-            if process is not None:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        stop(gate, api)
 
 
 def in_process_breakdown(cluster: Path, same_shape: list[bytes], distinct: list[bytes],

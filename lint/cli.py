@@ -470,11 +470,12 @@ def lint_main(argv: Sequence[str]) -> int:
         return 2
     clusters = None
     if args.cluster:
-        from lint.cluster import ClusterFileError, load_clusters
+        from lint.cluster import load_clusters
+        from policies.snapshots import SnapshotError
 
         try:
             clusters = load_clusters(args.cluster, policy)
-        except ClusterFileError as exc:
+        except SnapshotError as exc:
             _error(str(exc))
             return 2
     report = Report()

@@ -14,14 +14,11 @@ from typing import Any
 from policies.config import Policy
 from policies.feasibility import Verdict
 from policies.rules._feasibility import Feasibility, Recorder
-from policies.snapshots import SnapshotError, member_snapshots, snapshot_from_text
+from policies.snapshots import member_snapshots
 from policies.topology import ClusterSnapshot
 from policies.workload import Workload
 
-__all__ = ["ClusterFileError", "Fleet", "load_clusters", "clusters_from_text", "explain"]
-
-# The linter's name for a snapshot that cannot be read or parsed (it exits with 2).
-ClusterFileError = SnapshotError
+__all__ = ["Fleet", "load_clusters", "explain"]
 
 
 @dataclass
@@ -40,12 +37,6 @@ class Fleet(Recorder):
 
     def record(self, workload: Workload, result: Feasibility) -> None:
         self.explained.append(Explained(str(workload), result))
-
-
-def clusters_from_text(text: str | bytes, policy: Policy, name: str = "cluster",
-                       source: str | None = None) -> list[ClusterSnapshot]:
-    """One member cluster from a snapshot's text, as a fleet of one."""
-    return Fleet([snapshot_from_text(text, policy, name, source)])
 
 
 def load_clusters(paths: list[str], policy: Policy) -> list[ClusterSnapshot]:

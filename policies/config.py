@@ -13,7 +13,7 @@ This module takes text or parsed data, never a path: the front ends read the fil
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,3 +259,14 @@ def policy_from_text(text: str, source: str = "<policy>") -> Policy:
         raise PolicyError(f"{source}: policy file expands to more than {MAX_POLICY_VALUES:,} values "
                           "(YAML aliases)")
     return policy_from_data(data, source)
+
+
+def policy_from_file(path: str, read: Callable[[str], str]) -> Policy:
+    """The policy file at ``path``; ``read`` is the front end's (it gives the file's text:
+    policies read no file). :class:`PolicyError` naming the file when it cannot be read or
+    is invalid."""
+    try:
+        text = read(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read policy file: {exc}") from None
+    return policy_from_text(text, path)

@@ -33,7 +33,7 @@ class Sees:
     usage_scope: bool = False   # in the scope of the usage rules (policies.usage.in_scope)
 
     def __post_init__(self) -> None:
-        if self.kinds_with and self.kinds_with not in _KIND_FIELDS:
+        if self.kinds_with and self.kinds_with not in KIND_FIELDS:
             raise ValueError(f"Sees(kinds_with={self.kinds_with!r}): not a field of policies.kinds.KindSpec")
 
     @property
@@ -44,7 +44,8 @@ class Sees:
         return tuple(names)
 
 
-_KIND_FIELDS = frozenset(f.name for f in fields(KindSpec))
+# The fields of a kinds-table row: what ``Sees(kinds_with=...)`` may name.
+KIND_FIELDS = frozenset(f.name for f in fields(KindSpec))
 
 
 @dataclass(frozen=True)

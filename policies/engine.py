@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.changes import changed_pointers, controller_owner, identity_keys, inside, touches
 from policies.config import Policy
-from policies.context import Change, Context, Sees
+from policies.context import KIND_FIELDS, Change, Context, Sees
 from policies.findings import Finding, ObjectRef, Problem, Severity
 from policies.gpu import is_gpu_workload
-from policies.kinds import KindSpec
 from policies.patch import PatchOp, apply_patch, clone
 from policies.registry import Rule, all_rules, get_rule
 from policies.usage import in_scope
@@ -29,10 +28,6 @@ from policies.workload import (
 log = logging.getLogger("gpugate.engine")
 
 IGNORE_ANNOTATION = "gpugate.io/ignore"
-
-
-_KIND_FIELDS = frozenset(f.name for f in fields(KindSpec))
-
 
 
 def _has_pod_sets(workload: Workload, policy: Policy) -> bool:
@@ -50,7 +45,7 @@ PREDICATES: dict[str, Callable[[Workload, Policy], bool]] = {
     "pod_sets": _has_pod_sets,
     "gpu": is_gpu_workload,
     "usage_scope": in_scope,
-    **{f"kind has {name}": _kind_has(name) for name in _KIND_FIELDS},
+    **{f"kind has {name}": _kind_has(name) for name in KIND_FIELDS},
 }
 
 

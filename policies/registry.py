@@ -17,14 +17,17 @@ A rule module, like a yamllint rule, is its own documentation::
     ID = "GG202"
     SLUG = "gpu-group-size-divisible"
     SEVERITY = Severity.ERROR
+    SEES = Sees(pod_sets=True)
     OPTIONS = (GROUP_SIZE_ANNOTATION, "gpu.resources")
 
     def check(workload: Workload, ctx: Context) -> Iterable[Problem]: ...
 
+``SEES`` (:class:`policies.context.Sees`) declares which objects the rule looks at; the
+engine calls its ``check`` and ``mutate`` only on those (no ``SEES``: every object).
 ``check`` may return any iterable: a generator, or a list (empty, or ``()``, when the
-rule cannot fire: the engine calls every check on every object, and a plain return is
-cheaper than a generator that yields nothing). A rule whose problems depend only on the
-content of a pod spec (and the policy) reports them through
+rule cannot fire: a plain return is cheaper than a generator that yields nothing). A
+rule whose problems depend only on the content of a pod spec (and the policy) reports
+them through
 :func:`policies.spec_problems.pod_set_problems`, so that equal pod specs are judged once.
 
 ``OPTIONS`` lists the policy-file options the rule reads (:mod:`policies.options`): an

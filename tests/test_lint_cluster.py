@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from lint.cli import lint_main
-from lint.cluster import ClusterFileError, clusters_from_text, load_clusters
+from lint.cluster import load_clusters
 from policies.config import Policy
+from policies.snapshots import SnapshotError, snapshot_from_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "examples" / "cluster" / "cluster.yaml"
@@ -101,7 +102,7 @@ def test_bad_snapshot_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 2 and "no Kubernetes objects" in err
 
 
-def test_clusters_from_text_multi_document() -> None:
+def test_snapshot_from_text_multi_document() -> None:
     text = yaml.safe_dump_all(
         [
             {
@@ -120,11 +121,11 @@ def test_clusters_from_text_multi_document() -> None:
             {"not": "an object"},
         ]
     )
-    [member] = clusters_from_text(text, Policy(), name="m")
+    member = snapshot_from_text(text, Policy(), name="m")
     assert (
         member.name == "m"
         and member.topology.counts()["Node"] == 1
         and member.topology.counts()["Queue"] == 1
     )
-    with pytest.raises(ClusterFileError):
-        clusters_from_text("a: [", Policy())
+    with pytest.raises(SnapshotError):
+        snapshot_from_text("a: [", Policy())

@@ -25,6 +25,7 @@ from lint.cli import Report, lint_text
 from policies.config import Policy, policy_from_data
 from policies.findings import Finding, ObjectRef, Severity, bounded_words, listed, quoted, quoted_repr
 from policies.registry import Rule, all_rules
+from policies.snapshots import snapshot_from_text
 from webhook import admission
 from webhook.admission import (
     MAX_DENY_MESSAGE_CHARS,
@@ -126,9 +127,7 @@ def _findings(name: str, text: str, policy_data: dict[str, Any] | None,
     policy = _all_warnings(policy_data)
     clusters = None
     if cluster is not None:
-        from lint.cluster import clusters_from_text
-
-        clusters = list(clusters_from_text(cluster, policy))
+        clusters = [snapshot_from_text(cluster, policy)]
     report = Report()
     lint_text(text, name, policy, report, clusters)
     return [loc.finding for loc in report.findings]

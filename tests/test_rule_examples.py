@@ -3,7 +3,7 @@
 For each rule in the registry (including rules added later): each ```yaml pass example
 must produce no finding of that rule, each ```yaml fail example at least one. A
 ```yaml policy block is the policy for that rule's examples, a ```yaml cluster block the
-cluster snapshot (skipped while ``lint.cluster`` is not available).
+cluster snapshot.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import yaml
 from lint.cli import Report, lint_text
 from policies.config import Policy, policy_from_data
 from policies.registry import Rule, all_rules
+from policies.snapshots import snapshot_from_text
 
 RULES = all_rules()
 
@@ -30,11 +31,7 @@ def _setup(rule: Rule) -> tuple[Policy, list[Any] | None]:
     clusters = _examples(rule, "cluster")
     if not clusters:
         return policy, None
-    try:
-        from lint.cluster import clusters_from_text
-    except ImportError:
-        pytest.skip(f"{rule.id} has a cluster example but lint.cluster is not available yet")
-    return policy, list(clusters_from_text(clusters[0], policy))
+    return policy, [snapshot_from_text(clusters[0], policy)]
 
 
 def _findings_of(rule: Rule, text: str) -> tuple[list[str], Report]:

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from policies.config import Policy, PolicyError, policy_from_text
+from policies.config import Policy, PolicyError, policy_from_file
 
 log = logging.getLogger("gpugate.webhook")
 
@@ -36,11 +36,7 @@ SETTLE_POLLS = 2
 def read_policy(path: str) -> Policy:
     """The policy file at ``path``, parsed and validated (``PolicyError`` if it cannot be
     read either)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"{path}: cannot read policy file: {exc}") from None
-    return policy_from_text(text, str(path))
+    return policy_from_file(path, read=lambda name: Path(name).read_text(encoding="utf-8"))
 
 
 def _digest(path: str) -> bytes:
