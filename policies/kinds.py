@@ -78,6 +78,9 @@ class KindSpec:
     # The ``scale`` subresource: the JSON Pointer its ``spec.replicas`` writes to ("" when
     # the kind has none). ``kubectl scale`` is judged as the equivalent spec change.
     scale_replicas: str = ""
+    # What the kind's own admission webhook or CRD validation refuses: "module.function" of
+    # policies/validation/ (rule GG601 reports it); "" when gpugate knows no such checks.
+    validate: str = ""
 
     @property
     def label(self) -> str:
@@ -156,6 +159,7 @@ KINDS: tuple[KindSpec, ...] = (
         scheduler="/spec/schedulerName",
         default_scheduler="volcano",
         pytorch_if="/spec/plugins/pytorch",
+        validate="volcano.job",
     ),
     KindSpec(group="scheduling.volcano.sh", kind="PodGroup", resource="podgroups", pod_sets=(),
              gang_min="/spec/minMember", queues=(QueueSource("/spec/queue", "volcano"),),
