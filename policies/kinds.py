@@ -81,6 +81,9 @@ class KindSpec:
     # What the kind's own admission webhook or CRD validation refuses: "module.function" of
     # policies/validation/ (rule GG601 reports it); "" when gpugate knows no such checks.
     validate: str = ""
+    # A cluster-scoped object (a Volcano Queue): judged by the validating webhook alone (it has
+    # nothing to inject).
+    cluster_scoped: bool = False
 
     @property
     def label(self) -> str:
@@ -106,6 +109,7 @@ def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
         # training-operator with gang scheduling sets an empty schedulerName to its gang scheduler
         operator_scheduler=True,
         pytorch_style=kind == "PyTorchJob",
+        validate=f"kubeflow.{kind.lower()}",
         # the training-operator CRDs declare a scale subresource on the Worker replicas
         scale_replicas=f"/spec/{specs_key}/Worker/replicas" if kind in _KUBEFLOW_SCALED else "",
     )
@@ -125,6 +129,7 @@ def _ray(kind: str, cluster: str, resource: str, extra: tuple[PodSetSource, ...]
         queues=(_RAY_QUEUE, _KUEUE),
         scheduler_override="/metadata/labels/" + RAY_SCHEDULER_LABEL.replace("/", "~1"),
         autoscaling=f"{cluster}/enableInTreeAutoscaling",
+        validate=f"kuberay.{kind.lower()}",
     )
 
 
@@ -163,7 +168,12 @@ KINDS: tuple[KindSpec, ...] = (
     ),
     KindSpec(group="scheduling.volcano.sh", kind="PodGroup", resource="podgroups", pod_sets=(),
              gang_min="/spec/minMember", queues=(QueueSource("/spec/queue", "volcano"),),
-             default_queue="default", default_scheduler="volcano"),
+             default_queue="default", default_scheduler="volcano", validate="volcano.podgroup"),
+    # Volcano's cluster objects: linted and judged on submission; their pods are nobody's
+    KindSpec(group="scheduling.volcano.sh", kind="Queue", resource="queues", pod_sets=(), gang=False,
+             validate="volcano.queue", cluster_scoped=True),
+    KindSpec(group="topology.volcano.sh", kind="HyperNode", resource="hypernodes", pod_sets=(), gang=False,
+             validate="volcano.hypernode", cluster_scoped=True),
     _kubeflow("PyTorchJob", "pytorchReplicaSpecs", "pytorchjobs"),
     _kubeflow("TFJob", "tfReplicaSpecs", "tfjobs"),
     _kubeflow("XGBoostJob", "xgbReplicaSpecs", "xgboostjobs"),
@@ -178,6 +188,8 @@ KINDS: tuple[KindSpec, ...] = (
     KindSpec(group="elastic.iml.github.io", kind="ElasticJob", resource="elasticjobs", gang=False,
              pod_sets=(PodSetSource("/spec/replicaSpecs", layout="map"),),
              pytorch_style=True),
+    # -- JobSet, LeaderWorkerSet, KAI, YuniKorn, HyperPod rows go here
+    # -- Workload API (scheduling.k8s.io), Trainer v2 rows go here
 )
 
 _BY_GROUP_KIND: dict[tuple[str, str], KindSpec] = {(k.group, k.kind): k for k in KINDS}

@@ -296,7 +296,7 @@ spec:
 def test_every_row_of_the_kind_table_is_covered() -> None:
     covered = {"Pod", "Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob", "PodGroup", "PyTorchJob",
                "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayCluster", "RayJob", "RayService",
-               "ElasticJob"}
+               "ElasticJob", "Queue", "HyperNode"}
     assert {k.kind for k in KINDS} <= covered
 
 
@@ -418,3 +418,12 @@ def test_a_bad_overhead_quantity_points_at_the_overhead() -> None:
     w = workload("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
                  "spec: {overhead: {example.com/dev: lots}, containers: [{name: a}]}")
     assert w.pod_sets[0].request_errors[0][0] == "/spec/overhead/example.com~1dev"
+
+
+# -- Volcano's cluster objects ---------------------------------------------------------
+
+def test_volcano_queue_and_hypernode_have_no_pods() -> None:
+    for api, kind in (("scheduling.volcano.sh/v1beta1", "Queue"),
+                      ("topology.volcano.sh/v1alpha1", "HyperNode")):
+        w = workload(f"apiVersion: {api}\nkind: {kind}\nmetadata: {{name: q}}\nspec: {{}}\n")
+        assert w.pod_sets == [] and w.gang_min == 0 and not w.spec.gang and w.spec.validate
