@@ -14,6 +14,8 @@ Then the RSS of (a), the in-process cost of a review, and the same with a live w
 
     .venv/bin/python bench/webhook_bench.py            # full size
     .venv/bin/python bench/webhook_bench.py --nodes 2000 --pods 20000 --requests 500   # quick
+    .venv/bin/python bench/webhook_bench.py --job jobset --no-live    # a JobSet of 64 replicated jobs
+    .venv/bin/python bench/webhook_bench.py --job lws --no-live       # a LeaderWorkerSet of 32 groups
 
 The client shares the machine's cores with the server, so absolute figures understate the
 server; the ratios against (b), measured under the same conditions, are what to compare.
@@ -107,24 +109,57 @@ def synthetic_cluster(nodes: int, pods: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
 
+_GPU_POD: dict[str, Any] = {
+    "schedulerName": "volcano",
+    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    "containers": [{"name": "main", "image": "pytorch/pytorch:2.2.0",
+                    "resources": {"limits": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"},
+                                  "requests": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"}}}]}
+_METADATA = {"namespace": "research", "labels": {"maip.mxsf.io/usage": "training"}}
+
+
 def pytorch_job(pods: int = 64) -> dict[str, Any]:
+    """A PyTorchJob gang of ``pods`` pods x 8 GPUs, GPU groups of 64, Volcano queue research."""
     def replica(count: int, group: bool) -> dict[str, Any]:
-        template: dict[str, Any] = {"spec": {
-            "schedulerName": "volcano",
-            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-            "containers": [{"name": "pytorch", "image": "pytorch/pytorch:2.2.0",
-                            "resources": {"limits": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"},
-                                          "requests": {"cpu": "32", "memory": "256Gi",
-                                                       "nvidia.com/gpu": "8"}}}]}}
+        template: dict[str, Any] = {"spec": json.loads(json.dumps(_GPU_POD))}
+        template["spec"]["containers"][0]["name"] = "pytorch"  # the training-operator's default container
         if group:
             template["metadata"] = {"annotations": {"metax-tech.com/gpu-group-size": "64"}}
         return {"replicas": count, "restartPolicy": "OnFailure", "template": template}
 
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-            "metadata": {"name": "llm-pretrain", "namespace": "research",
-                         "labels": {"maip.mxsf.io/usage": "training"}},
+            "metadata": {"name": "llm-pretrain", **_METADATA},
             "spec": {"runPolicy": {"schedulingPolicy": {"minAvailable": pods, "queue": "research"}},
                      "pytorchReplicaSpecs": {"Master": replica(1, True), "Worker": replica(pods - 1, False)}}}
+
+
+def jobset(replicated_jobs: int = 64) -> dict[str, Any]:
+    """A JobSet of ``replicated_jobs`` replicated jobs, each one pod x 8 GPUs."""
+    def job(i: int) -> dict[str, Any]:
+        return {"name": f"slice-{i}", "replicas": 1,
+                "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                                      "template": {"spec": {**json.loads(json.dumps(_GPU_POD)),
+                                                            "restartPolicy": "Never"}}}}}
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "llm-slices", **_METADATA,
+                         "annotations": {"scheduling.volcano.sh/queue-name": "research"}},
+            "spec": {"replicatedJobs": [job(i) for i in range(replicated_jobs)]}}
+
+
+def leader_worker_set(groups: int = 32) -> dict[str, Any]:
+    """A LeaderWorkerSet of ``groups`` groups of 4 pods (leader and 3 workers) x 8 GPUs."""
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "llm-serve", **_METADATA},
+            "spec": {"replicas": groups, "leaderWorkerTemplate": {
+                "size": 4, "workerTemplate": {"spec": json.loads(json.dumps(_GPU_POD))}}}}
+
+
+JOBS = {
+    "pytorchjob": ("PyTorchJob with {n} pods x 8 GPUs, GPU groups of 64, queue research", pytorch_job, 64),
+    "jobset": ("JobSet of {n} replicated jobs, one pod x 8 GPUs each", jobset, 64),
+    "lws": ("LeaderWorkerSet of {n} groups of 4 pods x 8 GPUs", leader_worker_set, 32),
+}
 
 
 def submitted(job: dict[str, Any]) -> dict[str, Any]:
@@ -136,11 +171,27 @@ def submitted(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def review_body(obj: dict[str, Any]) -> dict[str, Any]:
+    from policies.kinds import kind_spec
+
+    group, _, version = obj["apiVersion"].rpartition("/")
+    spec = kind_spec(obj["apiVersion"], obj["kind"])
+    assert spec is not None, f"{obj['kind']} is not a kind of policies/kinds.py"
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": str(uuid.uuid4()), "kind": {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"},
-        "resource": {"group": "kubeflow.org", "version": "v1", "resource": "pytorchjobs"},
+        "uid": str(uuid.uuid4()), "kind": {"group": group, "version": version, "kind": obj["kind"]},
+        "resource": {"group": group, "version": version, "resource": spec.resource},
         "namespace": obj["metadata"]["namespace"], "name": obj["metadata"]["name"], "operation": "CREATE",
         "userInfo": {"username": "bench"}, "object": obj, "dryRun": False}}
+
+
+def _containers(value: Any) -> list[dict[str, Any]]:
+    """Every container of every pod template inside ``value``."""
+    if isinstance(value, list):
+        return [c for item in value for c in _containers(item)]
+    if not isinstance(value, dict):
+        return []
+    found = [c for c in value.get("containers", []) if isinstance(c, dict)] \
+        if isinstance(value.get("containers"), list) else []
+    return found + [c for key, item in value.items() if key != "containers" for c in _containers(item)]
 
 
 def review_payloads(job: dict[str, Any], count: int, distinct_shapes: bool = False) -> list[bytes]:
@@ -153,10 +204,9 @@ def review_payloads(job: dict[str, Any], count: int, distinct_shapes: bool = Fal
         obj = json.loads(json.dumps(job))
         obj["metadata"]["name"] = f"{job['metadata']['name']}-{i:05d}"
         if distinct_shapes:
-            for replica in obj["spec"]["pytorchReplicaSpecs"].values():
-                for container in replica["template"]["spec"]["containers"]:
-                    for section in ("requests", "limits"):
-                        container["resources"][section]["cpu"] = f"{32000 - i % 30000}m"
+            for container in _containers(obj["spec"]):
+                for section in ("requests", "limits"):
+                    container["resources"][section]["cpu"] = f"{32000 - i % 30000}m"
         bodies.append(json.dumps(review_body(obj)).encode())
     return bodies
 
@@ -320,7 +370,11 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--pods", type=int, default=100_000)
-    parser.add_argument("--job-pods", type=int, default=64)
+    parser.add_argument("--job", choices=sorted(JOBS), default="pytorchjob",
+                        help="the workload reviewed: a PyTorchJob gang, a JobSet, a LeaderWorkerSet")
+    parser.add_argument("--job-pods", type=int, default=0,
+                        help="pods of the PyTorchJob, replicated jobs of the JobSet, groups of the "
+                             "LeaderWorkerSet (default 64, 64, 32)")
     parser.add_argument("--requests", type=int, default=2000, help="reviews per concurrency level")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--rate", type=float, default=1000.0,
@@ -351,7 +405,9 @@ def main() -> int:
             cwd=ROOT, env=env)
         base = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert), str(key)],
                                 cwd=ROOT, env=env)
-        job = submitted(pytorch_job(args.job_pods))
+        what, build, default_size = JOBS[args.job]
+        size = args.job_pods or default_size
+        job = submitted(build(size))
         pool = max(args.requests, int(args.rate * args.seconds), 1)
         same_shape = review_payloads(job, pool)
         distinct = review_payloads(job, pool, distinct_shapes=True)
@@ -363,7 +419,7 @@ def main() -> int:
             print(f"gpugate serve ready in {time.perf_counter() - started:.1f} s "
                   f"(loads and indexes the snapshot)")
             wait_ready(f"https://127.0.0.1:{base_port}", context, base, 60)
-            print(f"review: PyTorchJob with {args.job_pods} pods x 8 GPUs, GPU groups of 64, queue research, "
+            print(f"review: {what.format(n=size)}, "
                   f"POST /validate, every review a different job (own uid and name)\n"
                   f"  gpugate        jobs of one shape (a sweep: the topology is asked the same question)\n"
                   f"  gpugate/shapes every job a different CPU request: no two questions alike\n")

@@ -18,6 +18,7 @@ from yaml.nodes import MappingNode, ScalarNode
 from lint.documents import MAX_FILE_BYTES, Document, DocumentError, build_check, construct, iter_documents
 from lint.policyfile import find_policy_file, load_policy
 from lint.report import DocumentResult, FileResult, Located, Report
+from policies import references
 from policies.config import Policy, PolicyError
 from policies.engine import evaluate, input_finding
 from policies.findings import Finding, ObjectRef, Severity
@@ -279,11 +280,43 @@ def _lint_text(text: str | bytes, name: str, policy: Policy, report: Report,
     if helm:  # not YAML until rendered: one clear finding, not a cascade of parse errors
         file_result.documents.append(_parse_error(DocumentError(HELM_HINT, helm), name, 0, policy, report))
         return
-    index = 0
     # Values are built only for the kinds gpugate models (see lint_document): on mixed
     # manifests most documents are ConfigMaps, RBAC and CRDs, and building is most of the cost.
     must_build = build_check(text)
-    for item in iter_documents(text, build=False):
+    items = list(iter_documents(text, build=False))
+    # Objects of the file that others name (a Pod's Workload, a TrainJob's runtime): each
+    # object is judged with them at hand, whatever the document order.
+    with references.scope(_references(items)):
+        _lint_items(items, text, name, policy, report, clusters, file_result, must_build)
+
+
+def _references(items: list[Document | DocumentError]) -> references.References | None:
+    """The file's objects that other objects may name, built (and kept built for their own
+    judgement); None when it has none."""
+    named: list[Any] = []
+    for item in items:
+        if isinstance(item, DocumentError) or item.node is None or not isinstance(item.node, MappingNode):
+            continue
+        header = item.header()
+        if header is None:
+            continue
+        api_version, kind = header
+        if (api_version.rpartition("/")[0] if "/" in api_version else "", kind) not in references.REFERABLE:
+            continue
+        if item.data is None:
+            try:
+                item.data = construct(item.node)
+            except (DocumentError, RecursionError):
+                continue  # its own judgement reports it
+        named.append(item.data)
+    return references.References.of(named) if named else None
+
+
+def _lint_items(items: list[Document | DocumentError], text: str | bytes, name: str, policy: Policy,
+                report: Report, clusters: Sequence[Any] | None, file_result: FileResult,
+                must_build: Any) -> None:
+    index = 0
+    for item in items:
         if isinstance(item, DocumentError):
             if _helm_line(text, anywhere=True):
                 item = DocumentError(f"{HELM_HINT} ({item.message})", item.line, item.column)

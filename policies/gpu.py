@@ -7,6 +7,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from policies.config import Policy
+from policies.kinds import KAI_SCHEDULER
 from policies.options import Option
 from policies.quantity import QuantityError, exact_sum, is_positive, parse_quantity
 from policies.specfacts import BLIND_AMOUNTS, facts_token
@@ -43,13 +44,53 @@ def gpus_per_pod(pod_set: PodSet, policy: Policy) -> Fraction:
     return found
 
 
+# KAI's GPU sharing: a pod annotated with a fraction of a GPU ("0.5") or an amount of GPU
+# memory (MiB) asks KAI for a share of one GPU and requests no GPU resource
+# (NVIDIA/KAI-Scheduler pkg/common/resources RequestsGPUFraction: the key alone counts).
+KAI_GPU_SHARE_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+
+
+def is_gpu_share(pod_set: PodSet) -> bool:
+    """Whether the pod set's pods ask KAI for a share of a GPU (an annotation of
+    :data:`KAI_GPU_SHARE_ANNOTATIONS` on the pod template, and KAI schedules them: no other
+    scheduler reads these keys). Not a request: the resource rules (GG403, GG501-GG503)
+    never see a share, only the usage steering does.
+
+    Read from the template's metadata and scheduler, never kept in the shared facts of the
+    pod spec (equal specs may differ there)."""
+    if pod_set.scheduler != KAI_SCHEDULER:  # nearly always: one comparison
+        return False
+    annotations = pod_set.annotations
+    for key in KAI_GPU_SHARE_ANNOTATIONS:
+        if key in annotations:
+            return True
+    return False
+
+
+def is_gpu_pod_set(pod_set: PodSet, policy: Policy) -> bool:
+    """Whether the pod set's pods use GPUs: they request a GPU resource of the policy, or a
+    KAI GPU share (:func:`is_gpu_share`)."""
+    return is_positive(gpus_per_pod(pod_set, policy)) or is_gpu_share(pod_set)
+
+
 def is_gpu_workload(workload: Workload, policy: Policy) -> bool:
+    """Whether some pod set of the workload uses GPUs (:func:`is_gpu_pod_set`). Remembered
+    on the workload: every object is asked."""
     key = ("is_gpu", id(policy))
     found = workload.memo.get(key)
     if found is None:
-        found = workload.memo[key] = any(is_positive(gpus_per_pod(p, policy))
-                                                    for p in workload.pod_sets)
+        found = workload.memo[key] = _uses_gpus(workload, policy)
     return found  # type: ignore[no-any-return]
+
+
+def _uses_gpus(workload: Workload, policy: Policy) -> bool:
+    for p in workload.pod_sets:  # loops, not any(<generator>): this runs on every object
+        if is_positive(gpus_per_pod(p, policy)):
+            return True
+    for p in workload.pod_sets:  # only then the shares: a scheduler name, then the keys
+        if is_gpu_share(p):
+            return True
+    return False
 
 
 def gpu_facts_blind(policy: Policy) -> bool:
@@ -59,9 +100,10 @@ def gpu_facts_blind(policy: Policy) -> bool:
 
 
 def gpu_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:
+    """The pod sets that use GPUs (:func:`is_gpu_pod_set`): requested, or a KAI share."""
     if not is_gpu_workload(workload, policy):  # remembered: most objects stop here
         return []
-    return [p for p in workload.pod_sets if is_positive(gpus_per_pod(p, policy))]
+    return [p for p in workload.pod_sets if is_gpu_pod_set(p, policy)]
 
 
 class GpuResourceEntry(NamedTuple):

@@ -6,6 +6,14 @@ an init container with ``restartPolicy: Always`` (KEP-753). A container that set
 limit but no request gets the limit as request: the API server defaults this for Pods
 but not inside templates, so we must. A null quantity (`cpu: null`) is unset, as the API
 server reads it, not an error.
+
+Pod-level resources (``spec.resources``, KEP-2837, beta and on by default since
+Kubernetes 1.34): a request set there for a resource Kubernetes supports at pod level
+(``cpu``, ``memory``, ``hugepages-*``) is the pod's request for it, in place of the
+containers' (``k8s.io/component-helpers/resource.PodRequests``); overhead is added to it
+as to the containers'. Requests the API server would default from pod-level limits are
+not counted: where gpugate is unsure, the smaller need wins, so that no pod is judged
+never to fit on a request it would not make.
 """
 
 from __future__ import annotations
@@ -66,6 +74,42 @@ def _max(into: Requests, other: Mapping[str, Fraction]) -> None:
             into[k] = v
 
 
+def is_pod_level_resource(name: str) -> bool:
+    """Whether Kubernetes takes ``name`` at pod level (``spec.resources``): ``cpu``,
+    ``memory`` and huge pages (``IsSupportedPodLevelResource`` upstream)."""
+    return name in _POD_LEVEL or name.startswith(HUGEPAGES_PREFIX)
+
+
+HUGEPAGES_PREFIX = "hugepages-"
+_POD_LEVEL = frozenset({"cpu", "memory"})
+
+
+def pod_level_requests(spec: Mapping[str, Any], spec_path: str,
+                       errors: list[tuple[str, str]]) -> Requests:
+    """The pod-level requests (``spec.resources.requests``) of resources Kubernetes takes at
+    pod level; unparsable quantities of ``spec.resources`` (requests and limits) go to
+    ``errors``, with their pointers. Empty for nearly every pod spec (no ``resources``)."""
+    resources = spec.get("resources")
+    if not isinstance(resources, dict) or not resources:
+        return {}
+    found: Requests = {}
+    for part in ("limits", "requests"):
+        values = resources.get(part)
+        if not isinstance(values, dict):
+            continue
+        for name, raw in values.items():
+            if raw is None:  # unset, as in a container
+                continue
+            try:
+                amount = parse_text(raw) if type(raw) is str else parse_quantity(raw)
+            except QuantityError as exc:
+                errors.append((join_pointer(spec_path, "resources", part, str(name)), str(exc)))
+                continue
+            if part == "requests" and type(name) is str and is_pod_level_resource(name):
+                found[name] = amount
+    return found
+
+
 def pod_requests(spec: Mapping[str, Any], spec_path: str) -> tuple[Requests, list[tuple[str, str]]]:
     """(effective requests, [(JSON Pointer, reason) of unparsable quantities])."""
     errors: list[tuple[str, str]] = []
@@ -95,6 +139,10 @@ def pod_requests(spec: Mapping[str, Any], spec_path: str) -> tuple[Requests, lis
         _add(total, sidecars)
     if init_peak:
         _max(total, init_peak)
+    if "resources" in spec:  # pod-level requests replace the containers' (rare: one lookup)
+        pod_level = pod_level_requests(spec, spec_path, errors)
+        if pod_level:
+            total = {**total, **pod_level}  # a copy: ``total`` may be the first container's dict
     overhead = spec.get("overhead")
     if isinstance(overhead, dict):
         overhead_errors: list[tuple[str, str]] = []

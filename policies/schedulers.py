@@ -11,6 +11,12 @@ Operators can decide it themselves, outside the manifest:
   gang scheduler (``operator_scheduler`` in the kind table).
 
 Where the manifest does not decide, the scheduler is unknown and rules must not guess.
+
+Any ``schedulerName`` but the default one is a batch scheduler to the gang rules: Volcano,
+KAI (``kai-scheduler``: one PodGroup per top owner, from its podgrouper), YuniKorn
+(``yunikorn``). Their queues are read off the objects and pods by
+:data:`policies.kinds.COMMON_QUEUES` (KAI's ``kai.scheduler/queue`` label; YuniKorn's
+``queue`` label and ``yunikorn.apache.org/queue`` annotation).
 """
 
 from __future__ import annotations

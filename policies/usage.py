@@ -25,7 +25,7 @@ from typing import Any
 
 from policies.config import Policy
 from policies.findings import join_pointer
-from policies.gpu import gpu_pod_sets, gpus_per_pod, is_gpu_workload
+from policies.gpu import gpu_pod_sets, is_gpu_pod_set, is_gpu_workload
 from policies.patch import PatchOp, clone
 from policies.patch_builder import _UNSEEN, _Builder, _spec_walk, _walk
 from policies.pins import (
@@ -40,7 +40,6 @@ from policies.pins import (
     spec_pinned_products,
     spec_pins_model,
 )
-from policies.quantity import is_positive
 from policies.specfacts import facts_token
 from policies.tolerations import NO_SCHEDULE, any_tolerates, exact_tolerations
 from policies.workload import PodSet, Workload
@@ -144,7 +143,8 @@ def in_scope(workload: Workload, policy: Policy) -> bool:
 def steered_pod_sets(workload: Workload, policy: Policy) -> list[PodSet]:
     """The pod sets the usage affinities and tolerations are for.
 
-    Scope ``gpu``: in a workload that requests GPUs, only the pod sets that request them;
+    Scope ``gpu``: in a workload that uses GPUs, only the pod sets that use them (request
+    a GPU resource, or a KAI GPU share: :func:`policies.gpu.is_gpu_pod_set`);
     CPU-only members (a Ray head, an MPI launcher, a RayJob submitter) are left where the
     scheduler puts them, so that steering never makes a feasible workload infeasible. A
     labelled workload without GPUs asked for its usage: all its pod sets. Scope ``all``:
@@ -480,14 +480,14 @@ def product_patch(workload: Workload, policy: Policy) -> list[PodSetPatch]:
 
     A template pinned by its own nodeSelector or affinity can only ever run on that
     product's (tainted) nodes, so it gets the toleration whatever it requests; the
-    workload label pins only the pod sets that request GPUs.
+    workload label pins only the pod sets that use GPUs (a KAI GPU share too).
     """
     if not in_scope(workload, policy):
         return []
     if not labels_pin_product(workload, policy) and _spec_pins_tolerated(workload, policy):
         return []  # the /validate case: worked out once per shared facts
     pinned = [(pod_set, pinned_products(pod_set, workload, policy,
-                                        include_workload_label=is_positive(gpus_per_pod(pod_set, policy))))
+                                        include_workload_label=is_gpu_pod_set(pod_set, policy)))
               for pod_set in workload.pod_sets]
     if _tolerates_pinned(pinned, workload):
         return []  # already mutated (the /validate case), or pinned to nothing: nothing to build

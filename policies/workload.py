@@ -12,82 +12,17 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from policies import specfacts
+from policies import references, specfacts
+from policies.derived import derived_pods
 from policies.findings import ObjectRef
-from policies.kinds import DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
+from policies.kinds import COMMON_QUEUES, DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
 from policies.memo import Scratch
-from policies.pointers import escape_pointer, join_pointer, pointer_tokens
+from policies.pointers import escape_pointer, join_pointer
 from policies.resources import pod_requests
+from policies.shapes import MISSING, ShapeError, expect_count, expect_list, expect_mapping, resolve
+from policies.shapes import type_name as _type_name
 
 __all__ = ["ShapeError", "PodSet", "QueueRef", "Workload", "build_workload", "resolve", "MISSING"]
-
-
-class ShapeError(ValueError):
-    """A field whose type or shape the model cannot use; ``path`` is a JSON Pointer."""
-
-    def __init__(self, message: str, path: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.path = path
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
-
-
-def resolve(doc: Any, pointer: str) -> Any:
-    """The value at a JSON Pointer, or :data:`MISSING` (never raises)."""
-    node = doc
-    for token in pointer_tokens(pointer):
-        if type(node) is dict:  # the usual case: one lookup, no ABC check
-            node = node.get(token, MISSING)
-            if node is MISSING:
-                return MISSING
-        elif isinstance(node, Mapping):
-            if token not in node:
-                return MISSING
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return MISSING
-    return node
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def expect_mapping(value: Any, path: str, what: str) -> dict[str, Any]:
-    if value is MISSING or value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ShapeError(f"{what} must be a mapping, not {_type_name(value)}", path)
-    return value
-
-
-def expect_list(value: Any, path: str, what: str) -> list[Any]:
-    if value is MISSING or value is None:
-        return []
-    if not isinstance(value, list):
-        raise ShapeError(f"{what} must be a list, not {_type_name(value)}", path)
-    return value
-
-
-def expect_count(value: Any, path: str, what: str, default: int | None) -> int | None:
-    """A non-negative integer field such as ``replicas``."""
-    if value is MISSING or value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ShapeError(f"{what} must be an integer, not {_type_name(value)} {value!r}", path)
-    if value < 0:
-        raise ShapeError(f"{what} must not be negative (got {value})", path)
-    return value
 
 
 def _string_map(value: Any, path: str, what: str) -> dict[str, str]:
@@ -229,7 +164,7 @@ def spec_containers(spec: dict[str, Any]) -> tuple[tuple[tuple[str, dict[str, An
 @dataclass(frozen=True)
 class QueueRef:
     name: str
-    system: str                 # volcano | kueue
+    system: str                 # volcano | kueue | kai | yunikorn (policies.kinds.QueueSource.system)
     path: str                   # where it was written ("" when defaulted)
     explicit: bool
 
@@ -247,12 +182,18 @@ class Workload:
     queues: list[QueueRef]
     # Values derived from the object by several rules (gpu, groups, usage, custom checks).
     memo: Scratch = field(default_factory=Scratch, repr=False, compare=False)
+    # Pods asked for without templates of their own (policies.derived: a TrainJob's nodes):
+    # in the gang, so feasibility places them, but not in ``pod_sets``, so that no rule
+    # patches them or points into them.
+    derived: list[PodSet] = field(default_factory=list, repr=False, compare=False)
     # The pod sets counted in the gang (read only: shared by every caller). An attribute,
     # not a property: rules ask for it about ten times per object.
     gang_pod_sets: list[PodSet] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.gang_pod_sets = [p for p in self.pod_sets if p.counted]
+        if self.derived:
+            self.gang_pod_sets += [p for p in self.derived if p.counted]
 
     @property
     def kind(self) -> str:
@@ -328,9 +269,20 @@ def build_workload(doc: dict[str, Any], ref: ObjectRef | None = None) -> Workloa
     for source in spec.pod_sets:
         pod_sets.extend(_pod_sets(doc, source, override, object_default, autoscaling))
 
-    gang_min, gang_min_path = _gang_min(doc, spec, pod_sets)
+    derived = list(_derived_pod_sets(doc, spec, object_default)) if spec.derived is not None else []
+    gang_min, gang_min_path = _gang_min(doc, spec, pod_sets + derived if derived else pod_sets)
+    if (spec.gang_refs or spec.gang_policy) and not gang_min_path:
+        gang_min = references.workload_api_gang_min(doc, spec, gang_min)
     return Workload(doc, spec, ref or object_ref(doc), labels, annotations, pod_sets, gang_min, gang_min_path,
-                    _queues(doc, spec, pod_sets))
+                    _queues(doc, spec, pod_sets), derived=derived)
+
+
+def _derived_pod_sets(doc: dict[str, Any], spec: KindSpec, object_default: str) -> Iterator[PodSet]:
+    """The pod sets of :func:`policies.derived.derived_pods`, counted in the gang."""
+    assert spec.derived is not None
+    for name, path, count, template in derived_pods(doc, spec.derived):
+        scheduler = _template_scheduler(template) or object_default
+        yield PodSet(name, count, count, True, template, path, scheduler or DEFAULT_SCHEDULER)
 
 
 def _scheduler_at(doc: dict[str, Any], pointer: str | None) -> str | None:
@@ -398,10 +350,13 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
               autoscaling: bool) -> Iterator[PodSet]:
     for name, path, entry in _entries(doc, source):
         if source.template:
-            template_path = f"{path}/{source.template}"
-            template = entry.get(source.template)
+            key = source.template
+            template = _nested(entry, key, path) if "/" in key else entry.get(key)
+            if source.template_required and (template is None or template is MISSING):
+                continue
+            template_path = f"{path}/{key}"
             if not isinstance(template, dict):
-                template = expect_mapping(template, template_path, f"{name}.{source.template}")
+                template = expect_mapping(template, template_path, f"{name}.{key}")
         else:
             template_path, template = path, entry
         facts = specfacts.spec_facts(template.get("spec"))
@@ -415,14 +370,29 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
         replicas = 1
         if source.replicas is not None:
             replicas = _entry_count(entry, source.replicas, path, source.default_replicas) or 0
+            if source.replicas_offset_if is None or entry.get(source.replicas_offset_if) is not None:
+                replicas = max(replicas + source.replicas_offset, 0)
             if source.min_replicas is not None:
                 replicas = _bounded_replicas(entry, path, source, replicas, autoscaling)
         if source.hosts is not None:
-            hosts = _entry_count(entry, source.hosts, path, 1)
-            replicas *= hosts or 0
+            hosts = _entry_count(entry, source.hosts, path, 1) or 0
+            if source.hosts_max is not None:
+                most = _entry_count(entry, source.hosts_max, path, None)
+                hosts = hosts if most is None else min(hosts, most)
+            replicas *= hosts
+        if source.suspend is not None and entry.get(source.suspend) is True:
+            replicas = 0  # a suspended group has no pods (KubeRay deletes them)
+        if source.template_only:
+            replicas = 0  # a template for other objects' pods: judged, never placed
         gang_count = replicas
+        if source.groups is not None:  # each group is a gang of its own: the gang is one group
+            replicas *= expect_count(resolve(doc, source.groups), source.groups,
+                                     source.groups.rsplit("/", 1)[-1], 1) or 0
+            gang_count = min(gang_count, replicas)
         if source.min_available is not None:
             own = _entry_count(entry, source.min_available, path, None)
+            if own is None and source.partitions is not None:
+                own = _partition_minimum(entry.get(source.partitions))
             gang_count = replicas if own is None else own
 
         scheduler = override or _template_scheduler(template) or object_default
@@ -434,10 +404,36 @@ def _pod_sets(doc: dict[str, Any], source: PodSetSource, override: str | None, o
         yield pod_set
 
 
+def _partition_minimum(policy: Any) -> int | None:
+    """``minPartitions`` x ``partitionSize`` of a partition policy, or None without a usable
+    one (then the replicas count: never less than this, so never a harder gang)."""
+    if not isinstance(policy, dict):
+        return None
+    size, least = policy.get("partitionSize"), policy.get("minPartitions", 0)
+    if type(size) is int and type(least) is int and size >= 0 and least >= 0:
+        return size * least
+    return None
+
+
+def _nested(entry: dict[str, Any], key: str, path: str) -> Any:
+    """``entry``'s value at a path of keys ("template/spec/parallelism"), or MISSING; a step
+    that is not a mapping is a :class:`ShapeError`."""
+    node: Any = entry
+    done = path
+    for part in key.split("/"):
+        if node is MISSING or node is None:
+            return MISSING
+        if not isinstance(node, dict):
+            expect_mapping(node, done, done.rsplit("/", 1)[-1])
+        node = node.get(part, MISSING)
+        done = f"{done}/{part}"
+    return node
+
+
 def _entry_count(entry: dict[str, Any], key: str, path: str, default: int | None) -> int | None:
-    """``expect_count`` of ``entry[key]`` (``path`` is the entry's); the pointer is built
-    only for an error."""
-    value = entry.get(key, MISSING)
+    """``expect_count`` of ``entry[key]`` (``path`` is the entry's; ``key`` may be a path of
+    keys); the pointer is built only for an error."""
+    value = _nested(entry, key, path) if "/" in key else entry.get(key, MISSING)
     if type(value) is int and value >= 0:  # not bool: type(True) is bool
         return value
     return expect_count(value, f"{path}/{key}", key, default)
@@ -533,7 +529,9 @@ def _gang_min(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> tu
 
 def _queues(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> list[QueueRef]:
     found: list[QueueRef] = []
-    for source in spec.queues:
+    # the schedulers' own queue keys, on kinds that make pods (a TrainJob's are derived)
+    has_pods = bool(spec.pod_sets) or spec.derived is not None
+    for source in (*spec.queues, *COMMON_QUEUES) if has_pods else spec.queues:
         places = [(p.template, p.path) for p in pod_sets] if source.scope == "template" else [(doc, "")]
         for root, base in places:
             value = resolve(root, source.at)

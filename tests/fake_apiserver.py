@@ -46,7 +46,13 @@ class _Watch:
 
 class FakeApiServer:
     def __init__(self, resources: tuple[Resource, ...] = RESOURCES) -> None:
-        self.resources = {r.plural: r for r in resources}
+        # Keyed by plural (what tests install, forbid or slow down), or plural.group for a
+        # second kind of the same plural (KAI's queues beside Volcano's).
+        self.resources: dict[str, Resource] = {}
+        for r in resources:
+            self.resources[r.plural if r.plural not in self.resources else f"{r.plural}.{r.group}"] = r
+        self._ids = {r: key for key, r in self.resources.items()}
+        self._by_path = {(r.group, r.plural): key for key, r in self.resources.items()}
         self.installed: set[str] = set(self.resources)
         self.store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {p: {} for p in self.resources}
         self.log: dict[str, list[tuple[int, str, dict[str, Any]]]] = {p: [] for p in self.resources}
@@ -135,7 +141,9 @@ class FakeApiServer:
 
     # -- state (from the test thread) ---------------------------------------------------
     def _plural(self, obj: dict[str, Any]) -> str:
-        return next(p for p, r in self.resources.items() if r.kind == obj["kind"])
+        group = obj.get("apiVersion", "").rpartition("/")[0]
+        found = [p for p, r in self.resources.items() if r.kind == obj["kind"]]
+        return next((p for p in found if self.resources[p].group == group), found[0])
 
     @staticmethod
     def _key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -270,10 +278,10 @@ class FakeApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         await self._wait_resumed()
-        plural = request.match_info["plural"]
-        resource = self.resources.get(plural)
         group = request.match_info.get("group", "")
-        if resource is None or resource.group != group or plural not in self.installed:
+        plural = self._by_path.get((group, request.match_info["plural"]), "")
+        resource = self.resources.get(plural)
+        if resource is None or plural not in self.installed:
             return self._status(404, "NotFound", "the server could not find the requested resource")
         if plural in self.forbidden:
             return self._status(403, "Forbidden", f"{plural} is forbidden: User cannot list resource")
@@ -293,10 +301,11 @@ class FakeApiServer:
 
     def _list(self, request: web.Request, resource: Resource) -> web.Response:
         # sorted once per version: a paginated list of 100,000 pods must not sort per page
-        cached = self._sorted.get(resource.plural)
+        key = self._ids[resource]
+        cached = self._sorted.get(key)
         if cached is None or cached[0] != self.rv:
-            cached = self.rv, sorted(self.store[resource.plural].items())
-            self._sorted[resource.plural] = cached
+            cached = self.rv, sorted(self.store[key].items())
+            self._sorted[key] = cached
         items = cached[1]
         offset = int(request.query.get("continue") or 0)
         limit = int(request.query.get("limit") or 0) or len(items) or 1
@@ -333,11 +342,11 @@ class FakeApiServer:
         if start < self.compacted:
             await send("ERROR", gone)
             return response
-        watch = _Watch(resource.plural)
+        watch = _Watch(self._ids[resource])
         self._watches.add(watch)
         sent = start
         try:
-            for rv, event, obj in list(self.log[resource.plural]):
+            for rv, event, obj in list(self.log[self._ids[resource]]):
                 if rv > sent:
                     await send(event, obj)
                     sent = rv

@@ -35,7 +35,8 @@ KUBECTL = shutil.which("kubectl")
 ALLOWED_VERBS = {"get", "list", "watch"}
 TOPOLOGY_RESOURCES = {("", "nodes"), ("", "pods"), ("scheduling.volcano.sh", "queues"),
                       ("scheduling.volcano.sh", "podgroups"), ("topology.volcano.sh", "hypernodes"),
-                      ("scheduling.sigs.k8s.io", "elasticquotatrees")}
+                      ("scheduling.sigs.k8s.io", "elasticquotatrees"), ("kueue.x-k8s.io", "localqueues"),
+                      ("scheduling.run.ai", "queues")}
 Obj = dict[str, Any]
 
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (kustomize) is not installed")

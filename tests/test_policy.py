@@ -47,7 +47,7 @@ spec:
         metadata: {annotations: {metax-tech.com/gpu-group-size: "16"}}
         spec:
           schedulerName: volcano
-          containers: [{name: w, image: b, resources: {limits: {metax-tech.com/gpu: 8}}}]
+          containers: [{name: pytorch, image: b, resources: {limits: {metax-tech.com/gpu: 8}}}]
 """
 
 

@@ -14,7 +14,7 @@ from fake_apiserver import FakeApiServer
 from webhook.cli import snapshot_main
 from webhook.kube import RESOURCES
 
-OPTIONAL = {r.plural: r.kind for r in RESOURCES if r.optional}
+OPTIONAL = {(r.plural if r.name == "" else f"{r.plural}.{r.group}"): r.label for r in RESOURCES if r.optional}
 
 
 def node(name: str) -> dict[str, Any]:

@@ -44,6 +44,8 @@ def test_from_objects_in_scheduler_units() -> None:
         "PodGroup": 0,
         "HyperNode": 0,
         "ElasticQuotaTree": 0,
+        "LocalQueue": 0,
+        "KAIQueue": 0,
     }
 
 

@@ -52,10 +52,17 @@ def manifest(kind: KindSpec, pod_spec: dict[str, Any], usage: str | None = "trai
                            "metadata": {"name": "demo", "namespace": "ml", "labels": labels}}
     for source in kind.pod_sets:
         template = {"spec": copy.deepcopy(pod_spec)}
-        entry: dict[str, Any] = {source.template: template} if source.template else template
+        entry: dict[str, Any] = template
+        if source.template:  # a path of keys for a JobSet ("template/spec/template")
+            entry = {}
+            _set(entry, "/" + source.template, template)
         if source.layout == "single":
-            if source.at:
-                _set(doc, source.at, entry)
+            if source.at:  # several sources may share one entry (LWS leader and worker templates)
+                found = resolve(doc, source.at)
+                if isinstance(found, dict):
+                    found.update(entry)
+                else:
+                    _set(doc, source.at, entry)
             else:
                 doc.update(entry)
         elif source.layout == "list":

@@ -297,6 +297,9 @@ def test_every_row_of_the_kind_table_is_covered() -> None:
     covered = {"Pod", "Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob", "PodGroup", "PyTorchJob",
                "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayCluster", "RayJob", "RayService",
                "ElasticJob", "Queue", "HyperNode"}
+    covered |= {"JobSet", "LeaderWorkerSet", "HyperPodPyTorchJob"}  # tests/test_kinds_2026.py
+    covered |= {"Workload", "CompositePodGroup"}  # tests/test_workload_api.py (PodGroup: both groups)
+    covered |= {"TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"}  # tests/test_trainjob.py
     assert {k.kind for k in KINDS} <= covered
 
 

@@ -46,6 +46,12 @@ class Resource:
     plural: str
     optional: bool = False  # a CRD that may not be installed: 404 is skipped, not an error
     field_selector: str | None = None
+    name: str = ""          # what the topology files it under (policies.topology.WATCHED); "": kind
+
+    @property
+    def label(self) -> str:
+        """Its name in counts, metrics and logs (two kinds are called Queue)."""
+        return self.name or self.kind
 
     @property
     def api_version(self) -> str:
@@ -71,6 +77,9 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True),
     Resource("HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", optional=True),
     Resource("ElasticQuotaTree", "scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", optional=True),
+    # v1beta1: served by every Kueue release that has LocalQueues (v1beta2 only by the newest)
+    Resource("LocalQueue", "kueue.x-k8s.io", "v1beta1", "localqueues", optional=True),
+    Resource("Queue", "scheduling.run.ai", "v2", "queues", optional=True, name="KAIQueue"),
 )
 
 
@@ -303,7 +312,7 @@ class ResourceWatcher:
     def _restart(self, reason: str) -> None:
         self.state.restarts[reason] = self.state.restarts.get(reason, 0) + 1
         if self._metrics is not None:
-            self._metrics.watch_restarts.labels(self.resource.kind, reason).inc()
+            self._metrics.watch_restarts.labels(self.resource.label, reason).inc()
 
     def run(self) -> None:
         backoff = self.options.min_backoff
@@ -426,7 +435,7 @@ class ResourceWatcher:
             try:
                 self._apply(event, obj)
             except Exception:  # noqa: BLE001 - one odd object must not stop the page
-                log.exception("topology %s of %s %s failed", event, self.resource.kind, object_key(obj))
+                log.exception("topology %s of %s %s failed", event, self.resource.label, object_key(obj))
 
     def _watch(self) -> bool:
         """Follow one watch stream to its end; True when it ended by going quiet (read timeout)."""

@@ -351,14 +351,14 @@ def export_topology(api_client: k8s.ApiClient, resources: Iterable[Resource] = R
         except ApiException as exc:
             if not resource.optional or exc.status not in (403, 404):
                 raise ExportFailed(resource, exc) from exc
-            export.absent[resource.kind] = (
+            export.absent[resource.label] = (
                 f"{resource.plural}.{resource.group}/{resource.version} is not served (CRD not installed)"
                 if exc.status == 404 else
                 f"listing {resource.plural}.{resource.group} is forbidden (403) for these credentials")
-            log.info("%s: %s; skipped", resource.kind, export.absent[resource.kind])
+            log.info("%s: %s; skipped", resource.label, export.absent[resource.label])
             continue
         export.objects.extend(items)
-        export.counts[resource.kind] = len(items)
+        export.counts[resource.label] = len(items)
     return export
 
 

@@ -24,7 +24,7 @@ from .nodes import runs_extended_toleration
 from .outcomes import Cause, ExplainRow, Outcome, Verdict
 from .packing import _Caps, _necessary, _place, _place_flexible, _sparse, _witness
 from .questions import FitQuestion, _policy_token
-from .queues import _flexible_need, _gang_total, _queue_checks, _quota_checks
+from .queues import _flexible_need, _gang_total, _queue_checks, _quota_checks, _scheduler_queue_checks
 from .specs import GKE_NODE_LABELS
 from .supernodes import (
     _empty_supernode_slots_of,
@@ -131,6 +131,20 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
     return out
 
 
+def _check_declared(question: FitQuestion, topo: Topology) -> Outcome:
+    """A gang with no pods of its own (a Volcano PodGroup): what its queue and quota say of
+    the minimum it declares; nothing is placed, so nothing more is proven."""
+    need = dict(question.declared)
+    queue = _queue_checks(question.queue, topo, need, question.autoscaling, question.own,
+                          question.queue_admitted)
+    if queue is not None:
+        return queue
+    quota = _quota_checks(question.namespace, topo, need)
+    if quota is not None:
+        return quota
+    return Outcome("", Verdict.FITS, Cause.FITS, "fits")
+
+
 def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
     """The verdict, from the question and the topology alone (nothing else to read)."""
     if topo.n_nodes == 0:
@@ -139,7 +153,13 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
                               question.queue_admitted) if topo.queues else None
         if queue is not None and queue.verdict == Verdict.NEVER:
             return queue
+        other = _scheduler_queue_checks(question.scheduler_queues, topo, {}, question.namespace,
+                                        question.queue_admitted) if question.scheduler_queues else None
+        if other is not None and other.verdict == Verdict.NEVER:
+            return other
         return Outcome("", Verdict.UNKNOWN, Cause.EMPTY_SNAPSHOT, "the cluster snapshot has no nodes")
+    if not question.demands:
+        return _check_declared(question, topo)
     demands = question.demands
     autoscaling = question.autoscaling
     sets = _sets(topo, demands, runs_extended_toleration(question.extended_toleration, topo))
@@ -183,6 +203,11 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
 
     hard_need = _flexible_need(sets, flexible) if flexible else _gang_total(sets, hard)
     queue = _queue_checks(question.queue, topo, hard_need, autoscaling, question.own, question.queue_admitted)
+    if question.scheduler_queues and (queue is None or queue.verdict != Verdict.NEVER):
+        other = _scheduler_queue_checks(question.scheduler_queues, topo, hard_need, question.namespace,
+                                        question.queue_admitted)
+        if other is not None and (queue is None or other.verdict == Verdict.NEVER):
+            queue = other
     if queue is not None and queue.verdict == Verdict.NEVER:
         queue.rows = rows
         return queue

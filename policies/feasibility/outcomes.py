@@ -43,6 +43,7 @@ class Cause(StrEnum):
     WAITS_FOR_QUEUE = "waits-for-queue"                 # other pod groups hold the queue's room
     WAITS_FOR_ROOM = "waits-for-room"                   # fits the empty cluster, not the free resources
     WAITS_FOR_NEW_NODES = "waits-for-new-nodes"         # fits no node now; autoscaling may add some
+    QUEUE_ABSENT = "queue-absent"                       # a Kueue LocalQueue or KAI queue not created yet
     # unknown: nothing proven either way
     BUDGET_SPENT = "budget-spent"
     EMPTY_SNAPSHOT = "empty-snapshot"                   # a member cluster's snapshot has no nodes

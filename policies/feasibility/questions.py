@@ -12,6 +12,7 @@ by a key of a few small values.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import marshal
 from collections.abc import Mapping
@@ -21,10 +22,10 @@ from typing import Any
 from policies import memo
 from policies.config import Policy
 from policies.groups import group_sizes
-from policies.kinds import DEFAULT_SCHEDULER
-from policies.quantity import scheduler_units
+from policies.kinds import DEFAULT_SCHEDULER, KAI_SCHEDULER, YUNIKORN_SCHEDULER, YUNIKORN_TASK_GROUPS
+from policies.quantity import QuantityError, parse_quantity, scheduler_units
 from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
-from policies.workload import PodSet, QueueRef, Workload
+from policies.workload import PodSet, QueueRef, Workload, resolve
 
 from .specs import (
     _EXTENDED,
@@ -106,6 +107,11 @@ class FitQuestion:
     queue_admitted: bool = False
     # platform.extendedResourceToleration: "on", "off", or "auto" (on for GKE snapshots)
     extended_toleration: str = "off"
+    # A gang with no pods of its own (a Volcano PodGroup): the minimum resources it declares,
+    # in scheduler units, judged against its queue; () for the others.
+    declared: tuple[tuple[str, int], ...] = ()
+    # The Kueue LocalQueue and KAI queue it names, where their system reads them.
+    scheduler_queues: tuple[QueueRef, ...] = ()
     _key: tuple[Any, ...] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
 
@@ -119,7 +125,8 @@ class FitQuestion:
                None if groups is None else (groups.size, groups.atomic, groups.size_path, groups.atomic_path,
                                             groups.gpu_pod_sets),
                self.gpu_resources, self.supernode_labels, self.autoscaling, self.label_keys,
-               self.own, self.queue_admitted, self.extended_toleration)
+               self.own, self.queue_admitted, self.extended_toleration, self.declared,
+               tuple((q.name, q.system, q.path) for q in self.scheduler_queues))
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -148,6 +155,8 @@ def _gang_and_volcano(workload: Workload) -> tuple[bool, bool]:
     batch = volcano = False
     for p in workload.gang_pod_sets:  # a loop, not sets of schedulers: on every review
         if p.scheduler != DEFAULT_SCHEDULER:
+            if p.scheduler == YUNIKORN_SCHEDULER and YUNIKORN_TASK_GROUPS not in p.annotations:
+                continue  # YuniKorn gangs only pods of declared task groups: these go one by one
             batch = True
             if p.scheduler == VOLCANO_SCHEDULER:
                 volcano = True
@@ -313,6 +322,8 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     nothing to place (no pods, or a request that does not parse: a rule on requests reports it)."""
     gang, volcano = _gang_and_volcano(workload)
     sets = _placed_sets(workload)
+    if not sets and workload.spec.min_resources is not None:
+        return _declared_question(workload, policy)
     fits = _spec_fits(sets)
     if fits is None:
         return None
@@ -330,7 +341,24 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
         kept = _QUESTIONS_BY_SHAPE.put(shape, (_question(
             _rows(sets, fits, gang, workload.gang_min), sets, gang, workload.gang_min, queue, queue_fields,
             workload.namespace, group_fields, policy),))
-    return kept[0]
+    question = kept[0]
+    others = _scheduler_queues(workload)
+    if others and question is not None:
+        question = dataclasses.replace(question, scheduler_queues=others)
+    return question
+
+
+def _scheduler_queues(workload: Workload) -> tuple[QueueRef, ...]:
+    """The Kueue LocalQueue (whatever schedules the pods: Kueue admits the workload) and the
+    KAI queue (only when KAI schedules some of its pods) the workload names."""
+    found: list[QueueRef] = []
+    for q in workload.queues:
+        if not q.explicit or any(f.system == q.system for f in found):
+            continue
+        if q.system == "kueue" or (q.system == "kai" and any(
+                p.scheduler == KAI_SCHEDULER for p in workload.pod_sets)):
+            found.append(q)
+    return tuple(found)
 
 
 def _question(rows: list[_DemandRow], sets: list[PodSet], gang: bool, gang_min: int, queue: QueueRef | None,
@@ -397,6 +425,28 @@ def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
         supernode_labels=tuple(policy.gpu.get("supernodeLabels", [])),
         autoscaling=bool(policy.feasibility.get("autoscaling")),
         label_keys=label_keys, extended_toleration=mode)
+
+
+def _declared_question(workload: Workload, policy: Policy) -> FitQuestion | None:
+    """The question of a gang that has no pods of its own but declares its minimum resources
+    (a Volcano PodGroup): its queue must admit it and can ever hold that minimum. An amount
+    that does not parse is left out (a smaller need never makes a false "never")."""
+    queue = _volcano_queue(workload)
+    if queue is None:
+        return None
+    declared = resolve(workload.doc, workload.spec.min_resources or "")
+    need: dict[str, int] = {}
+    for resource, raw in (declared.items() if isinstance(declared, dict) else ()):
+        try:
+            units = scheduler_units(str(resource), parse_quantity(raw))
+        except QuantityError:
+            continue
+        if units > 0:
+            need[str(resource)] = units
+    return FitQuestion(demands=(), flexible_min=0, queue=queue, namespace=workload.namespace, groups=None,
+                       gpu_resources=frozenset(), supernode_labels=(),
+                       autoscaling=bool(policy.feasibility.get("autoscaling")), label_keys=(),
+                       declared=tuple(sorted(need.items())))
 
 
 def _volcano_queue(workload: Workload) -> QueueRef | None:

@@ -7,6 +7,7 @@ job shape: only the amounts are compared per job."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -84,6 +85,54 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int], au
         return Outcome("", Verdict.WAITS, Cause.WAITS_FOR_QUEUE, f"waits for room in queue `{name}`: {text}",
                        path, facts={"queue": name, "short": tuple(short)})
     return None
+
+
+def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Mapping[str, int],
+                            namespace: str | None, admitted: bool = False) -> Outcome | None:
+    """Kueue LocalQueues and KAI queues: never when a KAI queue's limit (its own or an
+    ancestor's) is below the gang's minimum; waits when the queue named does not exist yet
+    (Kueue and KAI hold the workload until it is created; judged only where the snapshot
+    shows queues of that system at all). ``admitted``: an UPDATE that keeps its queue: the
+    queue's existence is not judged again."""
+    waits: Outcome | None = None
+    for ref in refs:
+        if ref.system == "kueue" and topo.local_queues and not admitted:
+            if namespace is not None:
+                known = (namespace, ref.name) in topo.local_queues
+            else:  # a manifest without a namespace: any namespace it may land in
+                known = any(name == ref.name for _, name in topo.local_queues)
+            if not known and waits is None:
+                where = f" in namespace `{namespace}`" if namespace is not None else ""
+                waits = Outcome("", Verdict.WAITS, Cause.QUEUE_ABSENT,
+                                f"Kueue LocalQueue `{ref.name}` does not exist{where}: Kueue holds the "
+                                f"workload until it is created", ref.path,
+                                facts={"queue": ref.name, "system": "kueue"})
+        elif ref.system == "kai" and topo.kai_queues:
+            if ref.name not in topo.kai_queues:
+                if not admitted and waits is None:
+                    waits = Outcome("", Verdict.WAITS, Cause.QUEUE_ABSENT,
+                                    f"KAI queue `{ref.name}` does not exist: the pods stay pending until "
+                                    f"it is created", ref.path, facts={"queue": ref.name, "system": "kai"})
+                continue
+            over = [(r, need[r], limit, owner) for r, (limit, owner) in topo.kai_limits(ref.name).items()
+                    if need.get(r, 0) > limit]
+            if over:
+                text = "; ".join(
+                    f"{_fmt1(r, n)} asked, the limit of KAI queue `{owner}` is {_kai_amount(r, limit)}"
+                    for r, n, limit, owner in over)
+                return Outcome("", Verdict.NEVER, Cause.QUEUE_NEVER_HOLDS,
+                               f"{text}: the gang's minimum resources exceed queue `{ref.name}`", ref.path,
+                               facts={"queue": ref.name, "system": "kai",
+                                      "over": tuple((r, n, str(limit), owner)
+                                                    for r, n, limit, owner in over)})
+    return waits
+
+
+def _kai_amount(resource: str, limit: Fraction) -> str:
+    """A KAI limit (scheduler units, possibly a fraction of a GPU) as a quantity."""
+    if limit.denominator == 1:
+        return format_quantity(resource, int(limit))
+    return f"{float(limit):g}"
 
 
 # What :func:`_queue_checks` reads of the queues for one queue and the resources asked:

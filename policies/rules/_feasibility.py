@@ -37,6 +37,7 @@ _RULES: Mapping[str, str] = {
     "queue-never-holds": "GG402", "quota-never-holds": "GG402",
     "nodes-never-hold": "GG403", "nodes-hold-part": "GG403",
     "waits-for-queue": "GG404", "waits-for-room": "GG404", "waits-for-new-nodes": "GG404",
+    "queue-absent": "GG306",
     "supernodes-never-hold": "GG405",
     "budget-spent": "GG406", "empty-snapshot": "GG406", "no-topology": "GG406", "stale-topology": "GG406",
     "not-checked": "GG406",
@@ -163,8 +164,8 @@ def _severity(report: Report, policy: Policy) -> Severity | None:
     if report.stale:
         deny = options.get("whenStale") == "deny" and options.get("mode") != "warn"
         return Severity.ERROR if deny else Severity.WARNING
-    if report.partial:
-        return Severity.WARNING
+    if report.partial or report.verdict == "waits":
+        return Severity.WARNING  # (a wait reported by GG306: a queue not created yet)
     if report.verdict == "never" and options.get("mode") == "warn":
         return Severity.WARNING
     return None

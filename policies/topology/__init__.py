@@ -9,7 +9,8 @@ column (0: absent) and hard taints as a boolean column per distinct taint, so th
 node selector or a toleration list becomes a few array comparisons.
 
 Besides nodes: Volcano Queues and PodGroups (what each queue holds), the
-ElasticQuotaTree (kube-queue quotas) and HyperNodes (supernodes by tier).
+ElasticQuotaTree (kube-queue quotas), HyperNodes (supernodes by tier), Kueue LocalQueues
+and KAI Scheduler Queues.
 
 Events are cheap: a slot is found through a name index, rows are written in place,
 arrays grow geometrically, and derived data (eligibility masks, supernodes) is cached
@@ -33,27 +34,34 @@ from policies.topology.queues import (
     HOLDING_PHASES,
     PodGroupInfo,
     QueueInfo,
-    QueuesAndHypernodes,
     QuotaNode,
     SupernodeLayout,
 )
+from policies.topology.scheduler_queues import KaiQueueInfo, SchedulerQueues
 
 __all__ = ["Topology", "ClusterSnapshot", "SupernodeLayout", "QueueInfo", "PodGroupInfo", "QuotaNode",
-           "Taint", "KINDS_WATCHED", "HARD_EFFECTS", "HOLDING_PHASES", "TERMINATED_PHASES", "Units",
-           "units_of"]
+           "KaiQueueInfo", "Taint", "WATCHED", "WATCHED_KINDS", "HARD_EFFECTS", "HOLDING_PHASES",
+           "TERMINATED_PHASES", "Units", "units_of"]
 
-# (apiVersion group, kind) of everything the topology reads; anything else is ignored.
-KINDS_WATCHED: dict[str, str] = {
-    "Node": "", "Pod": "", "Queue": "scheduling.volcano.sh", "PodGroup": "scheduling.volcano.sh",
-    "HyperNode": "topology.volcano.sh", "ElasticQuotaTree": "scheduling.sigs.k8s.io",
+# (apiVersion group, kind) of everything the topology reads -> the name it is filed under
+# (its store, counts and metrics: two kinds are called Queue); anything else is ignored.
+WATCHED: dict[tuple[str, str], str] = {
+    ("", "Node"): "Node", ("", "Pod"): "Pod",
+    ("scheduling.volcano.sh", "Queue"): "Queue", ("scheduling.volcano.sh", "PodGroup"): "PodGroup",
+    ("topology.volcano.sh", "HyperNode"): "HyperNode",
+    ("scheduling.sigs.k8s.io", "ElasticQuotaTree"): "ElasticQuotaTree",
+    ("kueue.x-k8s.io", "LocalQueue"): "LocalQueue",
+    ("scheduling.run.ai", "Queue"): "KAIQueue",
 }
+# name -> (group, kind)
+WATCHED_KINDS: dict[str, tuple[str, str]] = {name: group_kind for group_kind, name in WATCHED.items()}
 
 # Bounds of the derived-data memo (see NodeArrays.remember), read when a Topology is made.
 CACHE_ENTRIES = 1024
 CACHE_BYTES = 16 * 1024 * 1024
 
 
-class Topology(QueuesAndHypernodes):
+class Topology(SchedulerQueues):
     """Nodes, pods, queues, pod groups, quotas and hypernodes of one cluster."""
 
     def __init__(self, policy: Policy | None = None) -> None:
@@ -65,7 +73,8 @@ class Topology(QueuesAndHypernodes):
         cls = type(self)
         self._handlers = {"Node": cls._apply_node, "Pod": cls._apply_pod, "Queue": cls._apply_queue,
                           "PodGroup": cls._apply_podgroup, "HyperNode": cls._apply_hypernode,
-                          "ElasticQuotaTree": cls._apply_elasticquotatree}
+                          "ElasticQuotaTree": cls._apply_elasticquotatree,
+                          "LocalQueue": cls._apply_local_queue, "KAIQueue": cls._apply_kai_queue}
 
     @property
     def cache(self) -> dict[Any, tuple[Any, Any, int]]:
@@ -80,7 +89,8 @@ class Topology(QueuesAndHypernodes):
         """Per watched kind, the mapping whose keys are the objects held (for relists)."""
         return {"Node": self.node_index, "Pod": self._pods, "Queue": self.queues,
                 "PodGroup": self.podgroups, "HyperNode": self.hypernodes,
-                "ElasticQuotaTree": self.quota_trees}
+                "ElasticQuotaTree": self.quota_trees, "LocalQueue": self.local_queues,
+                "KAIQueue": self.kai_queues}
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -99,7 +109,8 @@ class Topology(QueuesAndHypernodes):
     def counts(self) -> dict[str, int]:
         return {"Node": len(self.node_index), "Pod": len(self._pods), "Queue": len(self.queues),
                 "PodGroup": len(self.podgroups), "HyperNode": len(self.hypernodes),
-                "ElasticQuotaTree": len(self.quota_trees)}
+                "ElasticQuotaTree": len(self.quota_trees), "LocalQueue": len(self.local_queues),
+                "KAIQueue": len(self.kai_queues)}
 
     def apply(self, event: str, obj: dict[str, Any]) -> None:
         """One watch event. Unknown kinds and malformed objects are ignored."""
@@ -109,14 +120,14 @@ class Topology(QueuesAndHypernodes):
         api_version = obj.get("apiVersion")
         if not isinstance(kind, str) or not isinstance(api_version, str):
             return
-        group = KINDS_WATCHED.get(kind)
-        if group is None or (api_version.rpartition("/")[0] if "/" in api_version else "") != group:
-            return
-        self._handlers[kind](self, obj, event == "DELETED")
+        name = WATCHED.get((api_version.rpartition("/")[0] if "/" in api_version else "", kind))
+        if name is not None:
+            self._handlers[name](self, obj, event == "DELETED")
 
-    def replace_all(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
-        """After a relist: objects of ``kind`` absent from ``objects`` are removed."""
-        store = self._stores().get(kind)
+    def replace_all(self, name: str, objects: Iterable[dict[str, Any]]) -> None:
+        """After a relist: objects of the kind filed under ``name`` (:data:`WATCHED`) absent
+        from ``objects`` are removed."""
+        store = self._stores().get(name)
         if store is None:
             return
         items = [o for o in objects if isinstance(o, Mapping)]
@@ -124,7 +135,7 @@ class Topology(QueuesAndHypernodes):
         # Cluster-scoped kinds are keyed by name alone; namespaced ones by (namespace, name).
         stale = [k if isinstance(k, tuple) else ("", k) for k in store]
         stale = [k for k in stale if k not in seen]
-        group = KINDS_WATCHED[kind]
+        group, kind = WATCHED_KINDS[name]
         api_version = f"{group}/v1" if group else "v1"
         for ns, name in stale:
             self.apply("DELETED", {"apiVersion": api_version, "kind": kind,

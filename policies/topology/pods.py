@@ -138,7 +138,7 @@ class PodUsage(NodeArrays):
 
 def _resource_text(spec: Mapping[str, Any]) -> str:
     """Everything of a pod spec its effective request depends on, as comparable text."""
-    parts: list[Any] = [spec.get("overhead")]
+    parts: list[Any] = [spec.get("overhead"), spec.get("resources")]   # pod-level resources count too
     for key in ("initContainers", "containers"):
         items = spec.get(key)
         for c in items if isinstance(items, list) else []:

@@ -44,7 +44,7 @@ POLICY = {"apiVersion": "gpugate.io/v1alpha1", "kind": "Policy", "feasibility": 
 # CRDs the tests need: Volcano first (gpugate watches its Queues and PodGroups from the start),
 # the others in the background while the webhook starts.
 FIRST_CRDS = ("volcano",)
-LATER_CRDS = ("training-operator", "kuberay", "dlrover")
+LATER_CRDS = ("training-operator", "kuberay", "dlrover", "jobset", "lws", "trainer")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -190,7 +190,7 @@ def e2e(control_plane: None, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="package")
 def crds(e2e: Session) -> Session:
-    """The session, once the training-operator, KubeRay and DLRover CRDs are Established."""
+    """The session, once the later CRDs (``LATER_CRDS``) are Established."""
     e2e.wait_crds()
     return e2e
 

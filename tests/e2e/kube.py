@@ -92,9 +92,10 @@ class Cluster:
         self.kubeconfig = self.dir / "kubeconfig"
         self.running = False
 
-    def _run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def _run(self, *args: str, timeout: float = 300,
+             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(self.kube / "cluster"), *args], capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env={**os.environ, **(env or {})})
 
     def up(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -112,7 +113,10 @@ class Cluster:
     def crds(self, *names: str) -> float:
         """Install ``crds/NAME.yaml(.xz)`` and wait until Established; the seconds it took."""
         started = time.monotonic()
-        result = self._run("crds", str(self.dir), *names, timeout=240)
+        # on a loaded 2-core machine a large batch of CRDs takes longer than the script's
+        # default 60 s to become Established: wait up to 180 s (ours times out at 240 s)
+        result = self._run("crds", str(self.dir), *names, timeout=240,
+                           env={"CLUSTER_CRDS_WAIT_SECS": "180"})
         if result.returncode:
             raise ClusterError(f"cluster crds {' '.join(names)} failed:\n{result.stderr[-3000:]}")
         return time.monotonic() - started

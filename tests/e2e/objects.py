@@ -135,3 +135,75 @@ def steered(spec: dict[str, Any]) -> bool:
     terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
     return any(e.get("key") == USAGE_KEY for t in terms for e in t.get("matchExpressions") or [])
+
+
+# -- the kinds of 2026 (issue 19) ------------------------------------------------------------
+
+def jobset(namespace: str, name: str, group: str, gpus: int, replicas: int = 2,
+           parallelism: int = 1) -> dict[str, Any]:
+    """A JobSet of one replicated job: ``replicas`` batch Jobs of ``parallelism`` pods each."""
+    job = {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
+           "template": {"spec": pod_spec(group, gpus)}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": namespace, "labels": {WORKLOAD_KEY: "training"}},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": replicas,
+                                         "template": {"spec": job}}]}}
+
+
+def jobset_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs of a JobSet, where it keeps them."""
+    return [r["template"]["spec"]["template"]["spec"] for r in obj["spec"]["replicatedJobs"]]
+
+
+def leader_worker_set(namespace: str, name: str, group: str, gpus: int, size: int = 2,
+                      replicas: int = 1) -> dict[str, Any]:
+    """``replicas`` groups of one leader and ``size`` - 1 workers, each pod with ``gpus``."""
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": namespace, "labels": {WORKLOAD_KEY: "training"}},
+            "spec": {"replicas": replicas,
+                     "leaderWorkerTemplate": {
+                         "size": size,
+                         "leaderTemplate": {"spec": pod_spec(group, gpus, restart=None,
+                                                             container_name="leader")},
+                         "workerTemplate": {"spec": pod_spec(group, gpus, restart=None,
+                                                             container_name="worker")}}}}
+
+
+def lws_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs of a LeaderWorkerSet (leader, worker), where it keeps them."""
+    template = obj["spec"]["leaderWorkerTemplate"]
+    return [template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]]
+
+
+def volcano_podgroup(namespace: str, name: str, queue_name: str, members: int = 2,
+                     min_gpus: int | None = None) -> dict[str, Any]:
+    """A Volcano PodGroup in ``queue_name``; ``min_gpus``: its ``minResources`` GPUs."""
+    spec: dict[str, Any] = {"minMember": members, "queue": queue_name}
+    if min_gpus is not None:
+        spec["minResources"] = {GPU: str(min_gpus)}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def cluster_training_runtime(name: str, group: str, gpus: int) -> dict[str, Any]:
+    """A Trainer v2 runtime whose trainer step ("node", labelled as the trainer ancestor) asks
+    for ``gpus`` per pod on the test's nodes."""
+    node = pod_spec(group, gpus, restart=None, container_name="node")
+    step = {"name": "node", "replicas": 1,
+            "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                         "spec": {"template": {"spec": node}}}}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": name, "labels": {WORKLOAD_KEY: "training"}},
+            "spec": {"mlPolicy": {"numNodes": 1},
+                     "template": {"spec": {"replicatedJobs": [step]}}}}
+
+
+def train_job(namespace: str, name: str, runtime: str, gpus: int, nodes: int = 2) -> dict[str, Any]:
+    """A TrainJob on the ClusterTrainingRuntime ``runtime``: ``nodes`` pods of ``gpus`` each."""
+    per_node = {"cpu": "1", "memory": "1Gi", GPU: str(gpus)}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": namespace, "labels": {WORKLOAD_KEY: "training"}},
+            "spec": {"runtimeRef": {"name": runtime, "apiGroup": "trainer.kubeflow.org",
+                                    "kind": "ClusterTrainingRuntime"},
+                     "trainer": {"numNodes": nodes,
+                                 "resourcesPerNode": {"requests": per_node, "limits": dict(per_node)}}}}

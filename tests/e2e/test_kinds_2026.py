@@ -1,0 +1,243 @@
+"""The workload kinds of 2026 (issue 19) on the real control plane with their upstream CRDs:
+each is mutated and judged at admission as documented (``policies/kinds.py``).
+
+- JobSet and LeaderWorkerSet: GPU pod templates come back steered where the kind keeps them;
+  a workload that can never fit is refused (GG403); what the kind's own webhook refuses, and
+  its CRD lets through, is refused by gpugate (GG601); an UPDATE of a JobSet's labels
+  injects nothing (its templates are immutable).
+- Volcano PodGroups are judged against their queue: GG306 for a missing or closed queue,
+  GG402 when ``minResources`` exceeds the queue's capability.
+- Kubeflow Trainer v2: a ClusterTrainingRuntime's templates are templates (judged, never
+  placed); a TrainJob's derived pods that can never fit are refused (GG403).
+
+Not here: the Workload API (``scheduling.k8s.io``), not served by Kubernetes 1.28; KAI's
+PodGroups and Queues (``scheduling.run.ai``), which the webhook configurations do not route
+to gpugate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .conftest import Session
+from .kube import USAGE_KEY, Response, canonical, resource_path
+from .objects import (
+    cluster_training_runtime,
+    jobset,
+    jobset_templates,
+    leader_worker_set,
+    lws_templates,
+    queue,
+    steered,
+    train_job,
+    volcano_podgroup,
+)
+from .steps import denied_for, eventually, rules, ungate
+
+pytestmark = pytest.mark.e2e
+
+# Kinds that tests/e2e/kube.py's Api does not know: (plural, cluster-scoped)
+RESOURCES = {
+    "JobSet": ("jobsets", False), "LeaderWorkerSet": ("leaderworkersets", False),
+    "TrainJob": ("trainjobs", False), "ClusterTrainingRuntime": ("clustertrainingruntimes", True),
+}
+NEVER = {"GG402", "GG403", "GG404", "GG405"}
+
+
+def _path(obj: dict[str, Any], name: bool = True) -> str:
+    plural, cluster = RESOURCES[obj["kind"]]
+    namespace = None if cluster else obj["metadata"]["namespace"]
+    return resource_path(obj["apiVersion"], plural, namespace, obj["metadata"]["name"] if name else None)
+
+
+def create(e2e: Session, obj: dict[str, Any], dry_run: bool = False) -> Response:
+    return e2e.api.request("POST", _path(obj, name=False), obj, dry_run=dry_run)
+
+
+def read(e2e: Session, obj: dict[str, Any]) -> dict[str, Any]:
+    response = e2e.api.request("GET", _path(obj))
+    assert response.status == 200, response
+    return dict(response.body)
+
+
+def tolerates_pool(spec: dict[str, Any]) -> bool:
+    return any(t.get("key") == USAGE_KEY for t in spec.get("tolerations") or [])
+
+
+def two_training_nodes(e2e: Session, group: str) -> None:
+    """Two 8-GPU training nodes laid out per the README's pool convention."""
+    for i in range(2):
+        e2e.cluster.gpu_node(f"{group}-{i}", group)
+    e2e.wait_nodes_synced()
+
+
+# -- JobSet and LeaderWorkerSet -------------------------------------------------------------
+
+KINDS = {
+    "JobSet": (lambda ns, name, group, gpus: jobset(ns, name, group, gpus, replicas=2, parallelism=2),
+               jobset_templates),
+    "LeaderWorkerSet": (lambda ns, name, group, gpus: leader_worker_set(ns, name, group, gpus, size=2),
+                        lws_templates),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_gpu_templates_steered_and_never_fitting_refused(crds: Session, namespace: str, kind: str) -> None:
+    """A GPU workload comes back with the usage affinity and the pool's toleration in every
+    pod template, at the paths the kind keeps them; with 16-GPU pods on 8-GPU nodes it is
+    refused at admission (GG403)."""
+    e2e, ns, group = crds, namespace, namespace
+    make, templates = KINDS[kind]
+    two_training_nodes(e2e, group)
+    submitted = make(ns, "train", group, 4)          # 4 pods x 4 GPUs on 2 x 8 GPUs
+    before = e2e.gate.counters()
+    created = create(e2e, submitted)
+    delta = e2e.gate.counters() - before
+    assert created.status == 201, created
+    assert not NEVER & rules(created), created
+    assert delta.reviews(kind=kind, endpoint="mutate", verdict="patched") >= 1, "not mutated by gpugate"
+    assert delta.reviews(kind=kind, endpoint="validate") == 1, "not judged by gpugate"
+    stored = read(e2e, submitted)
+    for spec in templates(stored):
+        assert steered(spec) and tolerates_pool(spec), spec
+
+    never = make(ns, "never", group, 16)
+    refused = eventually(lambda: create(e2e, never, dry_run=True), lambda r: denied_for(r, "GG403"))
+    assert denied_for(refused, "GG403"), refused
+
+
+REFUSED_BY_WEBHOOK = {
+    # JobSet's webhook: a dependsOn must name an earlier replicated job (the CRD lets it through)
+    "JobSet": lambda ns, group: _depends_on_later(jobset(ns, "later", group, 1)),
+    # LWS's webhook: subGroupSize must divide size or size - 1 (3 divides neither 5 nor 4); the
+    # CRD sets no such bound
+    "LeaderWorkerSet": lambda ns, group: _subgroups(leader_worker_set(ns, "sub", group, 1, size=5), 3),
+}
+
+
+def _depends_on_later(obj: dict[str, Any]) -> dict[str, Any]:
+    """Three replicated jobs; the second waits for the third."""
+    first = obj["spec"]["replicatedJobs"][0]
+    second = {**first, "name": "launcher", "dependsOn": [{"name": "evaluators", "status": "Complete"}]}
+    obj["spec"]["replicatedJobs"] = [first, second, {**first, "name": "evaluators"}]
+    return obj
+
+
+def _subgroups(obj: dict[str, Any], sub_group_size: int) -> dict[str, Any]:
+    obj["spec"]["leaderWorkerTemplate"]["subGroupPolicy"] = {"subGroupSize": sub_group_size}
+    return obj
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED_BY_WEBHOOK))
+def test_what_the_kinds_webhook_refuses_gpugate_refuses(crds: Session, namespace: str, kind: str) -> None:
+    """Something only the kind's own webhook refuses (which does not run here) is refused by
+    gpugate with GG601: gpugate's validating webhook answered the denial."""
+    e2e, ns, group = crds, namespace, namespace
+    two_training_nodes(e2e, group)      # room for its pods: GG601 is the only reason
+    obj = REFUSED_BY_WEBHOOK[kind](ns, group)
+    before = e2e.gate.counters()
+    refused = eventually(lambda: create(e2e, obj, dry_run=True), lambda r: "GG403" not in r.message)
+    delta = e2e.gate.counters() - before
+    assert denied_for(refused, "GG601") and not NEVER & rules(refused), refused
+    assert delta.reviews(kind=kind, endpoint="validate", verdict="denied") >= 1, "gpugate did not deny it"
+    assert delta.findings(rule="GG601") >= 1
+
+
+def test_jobset_label_update_injects_nothing(crds: Session, ignored_namespace: str) -> None:
+    """A JobSet made while gpugate was not called (no affinity in its templates): an UPDATE
+    that changes only its labels passes, reviewed by gpugate, with its templates untouched
+    (JobSet's templates are immutable: nothing is injected on UPDATE)."""
+    e2e, ns, group = crds, ignored_namespace, ignored_namespace
+    two_training_nodes(e2e, group)
+    submitted = jobset(ns, "old", group, 4)
+    assert create(e2e, submitted).status == 201
+    stored = read(e2e, submitted)
+    assert not any(steered(s) for s in jobset_templates(stored))
+    ungate(e2e, ns)
+
+    before = e2e.gate.counters()
+    updated = e2e.api.request("PATCH", _path(submitted), {"metadata": {"labels": {"team": "vision"}}},
+                              content_type="application/merge-patch+json")
+    delta = e2e.gate.counters() - before
+    assert updated.status == 200, updated
+    assert delta.reviews(kind="JobSet", endpoint="mutate") >= 1, "gpugate not called"
+    assert delta.reviews(kind="JobSet", endpoint="validate") >= 1, "gpugate not called"
+    assert delta.reviews(kind="JobSet", verdict="patched") == 0
+    assert updated.body["metadata"]["labels"]["team"] == "vision"
+    assert canonical(updated.body["spec"]["replicatedJobs"]) == canonical(stored["spec"]["replicatedJobs"])
+
+
+# -- Volcano PodGroups against their queue --------------------------------------------------
+
+@pytest.fixture
+def volcano_queue(e2e: Session, namespace: str) -> Iterator[dict[str, Any]]:
+    """An Open Volcano queue of 16 GPUs of the test's own (cluster-scoped: deleted after)."""
+    q = queue(f"q-{namespace}"[:60], gpus=16)
+    assert e2e.api.create(q).status == 201
+    assert e2e.api.patch(q, {"status": {"state": "Open"}}, subresource="status").ok
+    yield q
+    with contextlib.suppress(Exception):
+        e2e.api.delete(q)
+
+
+def test_volcano_podgroup_judged_against_its_queue(e2e: Session, namespace: str,
+                                                   volcano_queue: dict[str, Any]) -> None:
+    """A PodGroup whose minResources fit its open queue's capability is admitted; beyond it,
+    GG402; in a queue that does not exist, GG306; once the queue is Closed, GG306."""
+    ns, name = namespace, volcano_queue["metadata"]["name"]
+    fits = volcano_podgroup(ns, "fits", name, min_gpus=16)
+    admitted = eventually(lambda: e2e.api.create(fits, dry_run=True), lambda r: r.status == 201)
+    assert admitted.status == 201 and not {"GG306", "GG402"} & rules(admitted), admitted
+
+    too_big = volcano_podgroup(ns, "too-big", name, min_gpus=32)
+    refused = e2e.api.create(too_big, dry_run=True)
+    assert denied_for(refused, "GG402"), f"minResources beyond the queue's capability: {refused}"
+
+    missing = e2e.api.create(volcano_podgroup(ns, "nowhere", "no-such-queue"), dry_run=True)
+    assert denied_for(missing, "GG306"), f"a PodGroup in a queue that does not exist: {missing}"
+
+    assert e2e.api.patch(volcano_queue, {"status": {"state": "Closed"}}, subresource="status").ok
+    closed = eventually(lambda: e2e.api.create(fits, dry_run=True), lambda r: denied_for(r, "GG306"))
+    assert denied_for(closed, "GG306"), f"a PodGroup in a closed queue: {closed}"
+
+
+# -- Kubeflow Trainer v2 --------------------------------------------------------------------
+
+@pytest.fixture
+def runtime(crds: Session, namespace: str) -> Iterator[dict[str, Any]]:
+    """A ClusterTrainingRuntime of 4 GPUs per node on the test's nodes (deleted after)."""
+    made = cluster_training_runtime(f"rt-{namespace}"[:60], namespace, gpus=4)
+    yield made
+    with contextlib.suppress(Exception):
+        crds.api.request("DELETE", _path(made))
+
+
+def test_trainjob_on_a_cluster_runtime(crds: Session, namespace: str, runtime: dict[str, Any]) -> None:
+    """The runtime's templates are templates: admitted unchanged, even when one pod of it
+    could never fit (a TrainJob sets the resources); a TrainJob whose training nodes fit is
+    admitted, one whose 16-GPU nodes can never fit is refused (GG403)."""
+    e2e, ns, group = crds, namespace, namespace
+    two_training_nodes(e2e, group)
+    huge = cluster_training_runtime(runtime["metadata"]["name"] + "-x", group, gpus=16)
+    answer = create(e2e, huge, dry_run=True)
+    assert answer.status == 201 and not NEVER & rules(answer), answer
+    before = e2e.gate.counters()
+    made = create(e2e, runtime)
+    delta = e2e.gate.counters() - before
+    assert made.status == 201, made
+    assert delta.reviews(kind="ClusterTrainingRuntime", endpoint="validate") == 1, "not judged by gpugate"
+    # cluster-scoped runtimes go to /validate only: never mutated (CRD defaults aside)
+    node = made.body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert "affinity" not in node and "tolerations" not in node, node
+
+    job = train_job(ns, "train", runtime["metadata"]["name"], gpus=4)
+    created = create(e2e, job)
+    assert created.status == 201 and not NEVER & rules(created), created
+
+    never = train_job(ns, "never", runtime["metadata"]["name"], gpus=16)
+    refused = eventually(lambda: create(e2e, never, dry_run=True), lambda r: denied_for(r, "GG403"))
+    assert denied_for(refused, "GG403"), refused
