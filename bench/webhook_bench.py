@@ -272,9 +272,14 @@ class Run:
 
 async def _post(session: Any, url: str, payload: bytes, verdicts: dict[str, int]) -> None:
     async with session.post(url, data=payload, headers={"Content-Type": "application/json"}) as response:
-        answer = await response.json()
-    allowed = "allowed" if answer["response"]["allowed"] else "denied"
-    verdicts[allowed] = verdicts.get(allowed, 0) + 1
+        answer = await response.json(content_type=None)
+        status = response.status
+    review = answer.get("response") if isinstance(answer, dict) else None
+    # an overloaded server sheds: a review answered unchecked, or an HTTP error (counted, shown)
+    shed = isinstance(review, dict) and any("not checked" in w for w in review.get("warnings") or ())
+    verdict = (f"HTTP {status}" if not isinstance(review, dict) else "shed" if shed else
+               "allowed" if review.get("allowed") else "denied")
+    verdicts[verdict] = verdicts.get(verdict, 0) + 1
 
 
 async def drive(url: str, context: ssl.SSLContext, payloads: list[bytes], concurrency: int,

@@ -6,7 +6,7 @@ Paths are JSON Pointers (RFC 6901) from the object's root.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -75,6 +75,16 @@ class QueueSource:
     at: str
     system: Literal["volcano", "kueue", "kai", "yunikorn"]
     scope: Literal["object", "template"] = "object"
+    # ("labels" or "annotations", key) when ``at`` is a label or annotation of the metadata:
+    # read from a pod set's own views of its template, not walked again.
+    in_metadata: tuple[str, str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parts = self.at.split("/")
+        found = None
+        if len(parts) == 4 and parts[:2] == ["", "metadata"] and parts[2] in ("labels", "annotations"):
+            found = (parts[2], parts[3].replace("~1", "/").replace("~0", "~"))
+        object.__setattr__(self, "in_metadata", found)
 
 
 @dataclass(frozen=True)

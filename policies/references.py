@@ -25,7 +25,8 @@ from policies import workload_api
 from policies.kinds import KINDS, GangRef, KindSpec, RuntimeSource, kind_spec
 from policies.shapes import MISSING, resolve
 
-__all__ = ["REFERABLE", "References", "scope", "current", "gang_minimum", "runtime_template",
+__all__ = ["REFERABLE", "may_hold_referable", "References", "scope", "current", "gang_minimum",
+           "runtime_template",
            "workload_api_gang_min"]
 
 # (group, kind, namespace or None, name)
@@ -46,6 +47,18 @@ def _referable() -> frozenset[tuple[str, str]]:
 
 
 REFERABLE = _referable()
+# Text that any file holding a referable object contains (its kind's name): files without
+# it, nearly all, are judged as a stream, document after document.
+_MARKERS = tuple(sorted({kind for _, kind in REFERABLE}))
+_BYTE_MARKERS = tuple(m.encode() for m in _MARKERS)
+
+
+def may_hold_referable(text: str | bytes) -> bool:
+    """False when ``text`` certainly holds no object another may name (no kind name of
+    :data:`REFERABLE` occurs in it)."""
+    if isinstance(text, bytes):
+        return any(marker in text for marker in _BYTE_MARKERS)
+    return any(marker in text for marker in _MARKERS)
 
 
 @dataclass

@@ -532,9 +532,15 @@ def _queues(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> list
     # the schedulers' own queue keys, on kinds that make pods (a TrainJob's are derived)
     has_pods = bool(spec.pod_sets) or spec.derived is not None
     for source in (*spec.queues, *COMMON_QUEUES) if has_pods else spec.queues:
-        places = [(p.template, p.path) for p in pod_sets] if source.scope == "template" else [(doc, "")]
-        for root, base in places:
-            value = resolve(root, source.at)
+        if source.scope != "template":
+            places = [(resolve(doc, source.at), "")]
+        elif source.in_metadata is not None:  # the pod sets' own views of their metadata
+            section, key = source.in_metadata
+            places = [((p.labels if section == "labels" else p.annotations).get(key), p.path)
+                      for p in pod_sets]
+        else:
+            places = [(resolve(p.template, source.at), p.path) for p in pod_sets]
+        for value, base in places:
             if value is MISSING or value is None or value == "":
                 continue  # an empty queue name is no name: the controller's default applies
             path = base + source.at

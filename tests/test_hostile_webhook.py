@@ -814,3 +814,28 @@ def wait_until(predicate: Any, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.01)
     return bool(predicate())
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='[]{}"\\ab', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\ab', max_size=4),
+                                                                inner, max_size=3),
+    max_leaves=30)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_JSON_VALUES, st.integers(1, 12))
+def test_the_fast_depth_check_never_calls_a_deep_body_shallow(value: Any, limit: int) -> None:
+    """The byte-level check (strings dropped, innermost brackets peeled) says "shallow" only
+    when the values really nest no deeper than the limit (brackets and quotes in strings,
+    escaped ones included), and the level walk agrees with a plain recursive count."""
+    from webhook.admission import _nested_deeper_than, _shallow
+
+    def depth(v: Any) -> int:
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        return 0 if children is None else 1 + max((depth(c) for c in children), default=0)
+
+    body = json.dumps(value).encode()
+    assert _nested_deeper_than(value, limit) == (depth(value) > limit)
+    if _shallow(body, limit):
+        assert depth(value) <= limit

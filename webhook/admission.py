@@ -95,7 +95,8 @@ def parse_review(body: bytes, content_type: str | None, limit: int = MAX_BODY_BY
     except ValueError as exc:  # UnicodeDecodeError is a ValueError
         raise ReviewError(f"request body is not valid JSON: {exc}") from None
     # Counting brackets is C-speed and rules out deep nesting for almost every body.
-    if body.count(b"{") + body.count(b"[") > MAX_JSON_DEPTH and _nested_deeper_than(review, MAX_JSON_DEPTH):
+    if body.count(b"{") + body.count(b"[") > MAX_JSON_DEPTH and not _shallow(body, MAX_JSON_DEPTH) \
+            and _nested_deeper_than(review, MAX_JSON_DEPTH):
         raise ReviewError(f"request body is not valid JSON for a review: nested more than "
                           f"{MAX_JSON_DEPTH} levels deep")
     if not isinstance(review, dict):
@@ -119,17 +120,39 @@ def parse_review(body: bytes, content_type: str | None, limit: int = MAX_BODY_BY
     return request
 
 
+def _shallow(body: bytes, limit: int) -> bool:
+    """True when the JSON text ``body`` (valid: it was parsed) certainly nests no more than
+    ``limit`` levels, worked out on the bytes at C speed; False when it may (then the values
+    are walked). Without escaped quotes, every other ``"`` opens a string: dropping the
+    strings leaves the structure's brackets, and each round of dropping the innermost ``{}``
+    and ``[]`` takes one or two levels off the deepest nesting."""
+    if b'\\"' in body:
+        return False
+    brackets = b"".join(body.split(b'"')[::2]).translate(None, _NOT_BRACKETS)
+    for _ in range(limit // 2):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"{}", b"").replace(b"[]", b"")
+    return not brackets
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"{}[]")
+
+
 def _nested_deeper_than(value: Any, limit: int) -> bool:
-    """Whether arrays and objects nest more than ``limit`` levels (iterative: cannot overflow)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if not isinstance(item, (dict, list)):
-            continue
+    """Whether arrays and objects nest more than ``limit`` levels (level by level: cannot
+    overflow). The values come from JSON: containers are exactly dicts and lists."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 1
+    while level:
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
-                     if isinstance(child, (dict, list)))
+        below: list[Any] = []
+        for item in level:
+            below += [c for c in (item.values() if type(item) is dict else item)
+                      if type(c) is dict or type(c) is list]
+        level = below
+        depth += 1
     return False
 
 

@@ -114,8 +114,7 @@ def _greedy(caps: _Caps, sets: list[_Set], counts: list[int], order: Iterable[in
     """Greedy placement of ``counts[i]`` pods of each set, in ``order``; per-set node
     counts, or None. Nodes are filled in slot order (first fit), roomiest first
     (``most``) or tightest first (``least``, best fit). ``caps.free`` is updated in place."""
-    n = caps.free.shape[0]
-    placed: list[np.ndarray] = [np.zeros(n, dtype=np.int64) for _ in sets]
+    placed: list[np.ndarray] = list(np.zeros((len(sets), caps.free.shape[0]), dtype=np.int64))
     for i in order:
         want = counts[i]
         if want <= 0:
@@ -142,9 +141,18 @@ def _greedy(caps: _Caps, sets: list[_Set], counts: list[int], order: Iterable[in
 
 def _place(caps: _Caps, sets: list[_Set], counts: list[int]) -> list[np.ndarray] | None:
     """A few greedy orders; the first that places everything wins. ``caps`` is updated
-    (free resources and capacities) only by the winning order."""
+    (free resources and capacities) only by the winning order. Sets of one key (the same
+    eligibility and request: a JobSet's 64 replicated jobs of one template) are placed as one
+    set of their pods together, then shared out: their pods cannot be told apart."""
     if not any(c > 0 for c in counts):
-        return [np.zeros(caps.free.shape[0], dtype=np.int64) for _ in sets]
+        return list(np.zeros((len(sets), caps.free.shape[0]), dtype=np.int64))
+    members: dict[Any, list[int]] = {}
+    for i, s in enumerate(sets):
+        members.setdefault(s.key, []).append(i)
+    if len(members) < len(sets):
+        groups = list(members.values())
+        merged = _place(caps, [sets[g[0]] for g in groups], [sum(counts[i] for i in g) for g in groups])
+        return None if merged is None else _share_out(merged, groups, counts, len(sets))
     scarcity = []
     for i, s in enumerate(sets):
         total = int(caps.get(s).sum())
@@ -159,6 +167,30 @@ def _place(caps: _Caps, sets: list[_Set], counts: list[int]) -> list[np.ndarray]
             caps.adopt(trial)
             return placed
     return None
+
+
+def _share_out(merged: list[np.ndarray], groups: list[list[int]], counts: list[int],
+               size: int) -> list[np.ndarray]:
+    """Per set, the nodes of its ``counts`` pods, from each group's nodes (``merged``): the
+    group's members take its pods in turn, node after node."""
+    placed = list(np.zeros((size, merged[0].shape[0] if merged else 0), dtype=np.int64))
+    for nodes, group in zip(merged, groups, strict=True):
+        if len(group) == 1:
+            placed[group[0]] = nodes
+            continue
+        rows = _nonzero(nodes)
+        room = nodes[rows].tolist()
+        at = 0
+        for i in group:
+            want = counts[i]
+            while want > 0:
+                take = min(want, room[at])
+                placed[i][rows[at]] += take
+                room[at] -= take
+                want -= take
+                if room[at] == 0:
+                    at += 1
+    return placed
 
 
 def _place_flexible(caps: _Caps, sets: list[_Set], need: int) -> list[np.ndarray] | None:

@@ -50,6 +50,7 @@ import re
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, field_name, quoted_repr
 from policies.kinds import YUNIKORN_QUEUE_ANNOTATION, YUNIKORN_QUEUE_LABEL, YUNIKORN_SCHEDULER
+from policies.names import DNS1123_SUBDOMAIN
 from policies.pointers import join_pointer
 from policies.workload import PodSet, Workload
 
@@ -58,8 +59,6 @@ SLUG = "queue-name-format"
 SEVERITY = Severity.ERROR
 SEES = Sees(kinds_with="queues")
 
-_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 MAX_LENGTH = 253
 
 # YuniKorn (apache/yunikorn-core pkg/common/configs QueueNameRegExp, read at be3bb48): one

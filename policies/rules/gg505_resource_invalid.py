@@ -63,7 +63,6 @@ spec:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
@@ -79,6 +78,8 @@ from policies.findings import (
     quoted,
 )
 from policies.gpu import GPU_RESOURCES
+from policies.names import DNS1123_SUBDOMAIN as _DNS_SUBDOMAIN
+from policies.names import QUALIFIED_NAME as _NAME_PART
 from policies.quantity import QuantityError, parse_quantity
 from policies.resources import HUGEPAGES_PREFIX, is_pod_level_resource, pod_requests
 from policies.spec_problems import pod_set_problems
@@ -94,8 +95,6 @@ _WHY = "the API server refuses it"
 _Q = SHORT_QUOTED_CHARS
 # Names without a "/" that a container may use (IsStandardContainerResourceName upstream).
 _CONTAINER_STANDARD = frozenset({"cpu", "memory", "ephemeral-storage"})
-_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def check(workload: Workload, ctx: Context) -> list[Problem]:

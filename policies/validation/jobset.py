@@ -16,6 +16,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from policies.names import DNS1035_LABEL as _DNS1035
+from policies.names import DNS1123_LABEL as _DNS1123_LABEL
+from policies.names import HTTP_PATH as _PATH_CHARS
+from policies.names import LABEL_VALUE as _LABEL_VALUE
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
 
@@ -32,10 +36,6 @@ _JOB_FAILURE_REASONS = frozenset({
     "PodFailurePolicy",
 })
 _RULE_NAME = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-_PATH_CHARS = re.compile(r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+")
 _ENUMS = (
     ("/spec/failurePolicy/restartStrategy", ("Recreate", "BlockingRecreate", "InPlaceRestart")),
     ("/spec/startupPolicy/startupPolicyOrder", ("AnyOrder", "InOrder")),

@@ -13,10 +13,11 @@ one CEL rule, ``schedulingPolicy.queue`` immutable, is an UPDATE check).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
+from policies.names import DNS1035_LABEL as _DNS1035
+from policies.names import DNS1035_PREFIX as _DNS1035_PREFIX
 from policies.pointers import join_pointer
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
@@ -26,8 +27,6 @@ __all__ = ["jaxjob", "mpijob", "paddlejob", "pytorchjob", "tfjob", "xgboostjob"]
 KUBEFLOW_CONTROLLER = "kubeflow.org/training-operator"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 _MANAGERS = (KUBEFLOW_CONTROLLER, MULTIKUEUE_CONTROLLER)
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS1035_PREFIX = re.compile(r"[a-z][-a-z0-9]*")
 _DNS1035_MAX = 63
 # the apiserver keeps at most 58 characters of generateName and appends 5 random ones
 _GENERATE_KEEP = 58

@@ -19,14 +19,19 @@ CRD defaults are taken into account: ``minReplicas`` 0 and ``maxReplicas`` 21474
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
-
+from policies.names import DNS1035_LABEL as _DNS1035
+from policies.names import DNS1123_LABEL as _DNS1123_LABEL
+from policies.names import DNS1123_SUBDOMAIN as _DNS1123_SUBDOMAIN
+from policies.names import LABEL_VALUE as _LABEL_VALUE
+from policies.names import QUALIFIED_NAME as _QUALIFIED_NAME
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
+from policies.yamlvalues import DocumentError, values
 
 __all__ = ["raycluster", "rayjob", "rayservice"]
 
@@ -36,11 +41,6 @@ _MAX_CLUSTER_NAME = 53
 _MAX_JOB_NAME = _MAX_CLUSTER_NAME - 6
 _MAX_SERVICE_NAME = _MAX_CLUSTER_NAME - 6
 
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 # k8s.io/apimachinery's generic version: leading digits, dot-separated, anything after ignored.
 _GENERIC_VERSION = re.compile(r"\s*v?([0-9]+(?:\.[0-9]+)*)(.*)", re.DOTALL)
 # Go's time.ParseDuration.
@@ -248,10 +248,13 @@ def _runtime_env(text: Any) -> Iterator[Refusal]:
     refusal, as Go's YAML reader may differ."""
     if not isinstance(text, str) or not text.strip() or len(text) > 65536 or "&" in text:
         return
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+    try:  # the bounded reader of manifests (C parser, depth and size limits): never raises else
+        documents = list(itertools.islice(values(text), 2))
+    except DocumentError:
         return
+    if len(documents) > 1:
+        return  # several documents: what Go's reader makes of them is not certain
+    value = documents[0] if documents else None
     if value is not None and not isinstance(value, dict):
         yield Refusal("spec.runtimeEnvYAML is not a YAML mapping: KubeRay cannot read it as a runtime "
                       "environment", "/spec/runtimeEnvYAML")

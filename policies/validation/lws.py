@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from policies.names import DNS1035_LABEL as _DNS1035
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
 
@@ -23,7 +24,6 @@ __all__ = ["leaderworkerset"]
 INT32_MAX = 2**31 - 1
 MAX_REPLICAS = 1_000_000
 SUBGROUP_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _PERCENT = re.compile(r"[0-9]+%")
 _ROLLING = "/spec/rolloutStrategy/rollingUpdateConfiguration"
 _ENUMS = (

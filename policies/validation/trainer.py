@@ -22,6 +22,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from policies.names import DNS1035_LABEL as _RFC1035
+from policies.names import DNS1035_PREFIX as _RFC1035_PREFIX
+from policies.names import DNS1123_SUBDOMAIN as _DNS1123_SUBDOMAIN
+from policies.names import HTTP_PATH as _HTTP_PATH
 from policies.pointers import join_pointer
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
@@ -36,12 +40,8 @@ ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 ANCESTOR_CONTAINERS = {"trainer": "node", "model-initializer": "model-initializer",
                        "dataset-initializer": "dataset-initializer"}
 RESERVED_PATCH_ENV = ("dataset-initializer", "model-initializer", "node")
-_RFC1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_RFC1035_PREFIX = re.compile(r"[a-z][-a-z0-9]*")
 _GENERATE_KEEP = 58  # the apiserver keeps 58 characters of generateName and adds 5
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.+")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_HTTP_PATH = re.compile(r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+")
 _TRAINER_ITEM_MAX = 1048576
 
 
@@ -226,22 +226,31 @@ def _replicated_job_patches(jobs: Any, i: int, base: str) -> Iterator[Refusal]:
     field = f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs"
     if len(jobs) > 100:
         yield _crd(f"{field} has {len(jobs)} jobs; at most 100", base)
-    seen: set[str] = set()
+    yield from _named(jobs, "name", field, base)
     for k, job in enumerate(jobs):
         if not isinstance(job, dict):
             continue
-        name = job.get("name")
-        if name is None:
-            yield _crd(f"{field}[{k}] has no name", f"{base}/{k}")
-        elif isinstance(name, str):
-            if not 1 <= len(name) <= 253:
-                yield _crd(f"{field}[{k}].name has {len(name)} characters; 1 to 253", f"{base}/{k}/name")
-            if name in seen:
-                yield _crd(f"{field}[{k}].name {name!r} is repeated", f"{base}/{k}/name")
-            seen.add(name)
         pod = resolve(job, "/template/spec/template/spec")
         if isinstance(pod, dict):
             yield from _pod_spec_patch(pod, f"{field}[{k}]", f"{base}/{k}/template/spec/template/spec")
+
+
+def _named(items: list[Any], key: str, field: str, base: str) -> Iterator[Refusal]:
+    """The CRD's rules for a list of entries named by ``key``: the name is required, 1 to 253
+    characters, and unique."""
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        name = item.get(key)
+        if name is None:
+            yield _crd(f"{field}[{i}] has no {key}", f"{base}/{i}")
+        elif isinstance(name, str):
+            if not 1 <= len(name) <= 253:
+                yield _crd(f"{field}[{i}].{key} has {len(name)} characters; 1 to 253", f"{base}/{i}/{key}")
+            if name in seen:
+                yield _crd(f"{field}[{i}].{key} {name!r} is repeated", f"{base}/{i}/{key}")
+            seen.add(name)
 
 
 def _pod_spec_patch(pod: dict[str, Any], field: str, path: str) -> Iterator[Refusal]:
@@ -330,19 +339,10 @@ def _env_injection(targets: list[Any], base: str) -> Iterator[Refusal]:
     field = "spec.mlPolicy.torch.envInjection.targets"
     if len(targets) > 16:
         yield _crd(f"{field} has {len(targets)} targets; at most 16", base)
-    jobs: set[str] = set()
+    yield from _named(targets, "jobName", field, base)
     for i, target in enumerate(targets):
         if not isinstance(target, dict):
             continue
-        job = target.get("jobName")
-        if job is None:
-            yield _crd(f"{field}[{i}] has no jobName", f"{base}/{i}")
-        elif isinstance(job, str):
-            if not 1 <= len(job) <= 253:
-                yield _crd(f"{field}[{i}].jobName has {len(job)} characters; 1 to 253", f"{base}/{i}/jobName")
-            if job in jobs:
-                yield _crd(f"{field}[{i}].jobName {job!r} is repeated", f"{base}/{i}/jobName")
-            jobs.add(job)
         names = target.get("containerNames")
         if names is None:
             yield _crd(f"{field}[{i}] has no containerNames", f"{base}/{i}")

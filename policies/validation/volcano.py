@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from policies.names import DNS1123_LABEL as _DNS_LABEL
+from policies.names import DNS1123_SUBDOMAIN as _DNS_SUBDOMAIN
+from policies.names import QUALIFIED_NAME as _QUALIFIED_NAME
 from policies.pointers import join_pointer
 from policies.quantity import QuantityError, parse_quantity
 from policies.shapes import type_name
@@ -26,9 +29,6 @@ from policies.workload import MISSING, resolve
 
 # -- names ------------------------------------------------------------------------------------
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
 def _is_dns_label(name: str) -> bool:

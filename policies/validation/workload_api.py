@@ -14,16 +14,15 @@ parent composite group).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
+from policies.names import DNS1123_LABEL as _DNS_LABEL
+from policies.names import DNS1123_SUBDOMAIN as _DNS_SUBDOMAIN
 from policies.shapes import MISSING, resolve
 from policies.validation import Refusal
 from policies.workload_api import MAX_GROUPS, WorkloadVersion, version_of
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _HIGHEST_USER_PRIORITY = 1_000_000_000
 _REFUSES = "the API server refuses it"
 
