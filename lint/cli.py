@@ -238,7 +238,7 @@ _FILE_GC_THRESHOLD = 100_000
 
 
 def lint_text(text: str | bytes, name: str, policy: Policy, report: Report,
-              clusters: Sequence[Any] | None = None) -> None:
+              clusters: Sequence[Any] | None = None, named: references.References | None = None) -> None:
     """Lint one file's content into ``report``. Never raises for the content: whatever goes
     wrong on this file (a bug of gpugate's included) is a finding on it, counted in
     ``report.internal_errors``, and the file counts as one file of the report."""
@@ -250,7 +250,7 @@ def lint_text(text: str | bytes, name: str, policy: Policy, report: Report,
     thresholds = gc.get_threshold()
     gc.set_threshold(max(thresholds[0], _FILE_GC_THRESHOLD), *thresholds[1:])
     try:
-        _lint_text(text, name, policy, report, clusters)
+        _lint_text(text, name, policy, report, clusters, named)
     except Exception as exc:  # noqa: BLE001 - one file's failure must not lose the report
         _log.debug("internal error on %s", name, exc_info=True)
         del report.findings[mark[0]:]
@@ -285,7 +285,7 @@ def add_file_finding(report: Report, name: str, message: str, line: int = 1, col
 
 
 def _lint_text(text: str | bytes, name: str, policy: Policy, report: Report,
-               clusters: Sequence[Any] | None) -> None:
+               clusters: Sequence[Any] | None, named: references.References | None = None) -> None:
     report.files += 1
     file_result = FileResult(name)
     report.results.append(file_result)
@@ -296,6 +296,11 @@ def _lint_text(text: str | bytes, name: str, policy: Policy, report: Report,
     # Values are built only for the kinds gpugate models (see lint_document): on mixed
     # manifests most documents are ConfigMaps, RBAC and CRDs, and building is most of the cost.
     must_build = build_check(text)
+    if named is not None:  # the objects of every file of the run (this one's included)
+        with references.scope(named):
+            _lint_items(iter_documents(text, build=False), text, name, policy, report, clusters, file_result,
+                        must_build)
+        return
     if not references.may_hold_referable(text):
         # the usual file: a stream, each document's nodes freed once it is judged
         _lint_items(iter_documents(text, build=False), text, name, policy, report, clusters, file_result,
@@ -311,6 +316,30 @@ def _lint_text(text: str | bytes, name: str, policy: Policy, report: Report,
 def _references(items: list[Document | DocumentError]) -> references.References | None:
     """The file's objects that other objects may name, built (and kept built for their own
     judgement); None when it has none."""
+    named = _referable_values(items)
+    return references.References.of(named) if named else None
+
+
+def _run_references(names: Sequence[str]) -> references.References | None:
+    """The objects that other objects may name in every file of a run (a TrainJob in one
+    file, its runtime in another); None when there are none. Files that cannot hold one (no
+    such kind's name in the text) are not parsed here; unreadable ones are reported when
+    they are linted."""
+    named: list[Any] = []
+    for name in names:
+        try:
+            text, _ = read_file(name)
+        except InputError:
+            continue
+        if references.may_hold_referable(text):
+            try:
+                named += _referable_values(list(iter_documents(text, build=False)))
+            except DocumentError:
+                continue
+    return references.References.of(named) if named else None
+
+
+def _referable_values(items: list[Document | DocumentError]) -> list[Any]:
     named: list[Any] = []
     for item in items:
         if isinstance(item, DocumentError) or item.node is None or not isinstance(item.node, MappingNode):
@@ -327,7 +356,7 @@ def _references(items: list[Document | DocumentError]) -> references.References 
             except (DocumentError, RecursionError):
                 continue  # its own judgement reports it
         named.append(item.data)
-    return references.References.of(named) if named else None
+    return named
 
 
 def _lint_items(items: Iterable[Document | DocumentError], text: str | bytes, name: str, policy: Policy,
@@ -570,6 +599,10 @@ def _lint_inputs(args: argparse.Namespace, policy: Policy, clusters: Sequence[An
     from lint.progress import Progress
 
     inputs = list(dict.fromkeys(iter_inputs(args.paths)))  # a file named twice is linted once
+    files = [item.name for item in inputs if item.error is None and item.name != STDIN]
+    # Several files: an object may name one in another file (stdin is read once: alone, it
+    # resolves within itself)
+    named = _run_references(files) if len(files) > 1 and len(files) == len(inputs) else None
     pending: list[_Pending] = []
     stdout_fixed: list[bytes] = []
     with Progress(len(inputs), enabled=False if args.no_progress else None) as progress:
@@ -609,7 +642,7 @@ def _lint_inputs(args: argparse.Namespace, policy: Policy, clusters: Sequence[An
                 if name == STDIN and not args.diff:
                     stdout_fixed.append(text)
             before = (report.documents, report.skipped, report.internal_errors)
-            lint_text(text, display, policy, report, clusters)
+            lint_text(text, display, policy, report, clusters, named)
             if changed and name != STDIN and not args.diff:
                 if report.internal_errors != before[2]:
                     add_file_finding(report, display, "--fix: not written, checking it failed (see above)")

@@ -4,6 +4,7 @@ without its runtime in the same file; runtimes' templates judged but never place
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -294,3 +295,25 @@ def test_the_linter_resolves_the_runtime_from_the_same_file_in_any_order() -> No
 
     assert gg403(rt, job) == ["GG403"] and gg403(job, rt) == ["GG403"]
     assert gg403(job) == []
+
+
+def test_the_linter_resolves_the_runtime_from_another_file_of_the_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gpugate lint job.yaml runtimes/` judges the TrainJob with the runtime of the other file;
+    the TrainJob linted alone is judged on what it says (no runtime, no verdict on placement)."""
+    from lint.cli import lint_main
+
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob(2, 8)))
+    (tmp_path / "runtimes").mkdir()
+    (tmp_path / "runtimes" / "torch.yaml").write_text(
+        yaml.safe_dump(runtime(pod_spec=node_spec(nodeSelector={"pool": "nowhere"}))))
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all(
+        [node(f"gpu-{i}", {"cpu": "96", "memory": "1000Gi", GPU: "8"}) for i in range(2)]))
+
+    def rules(*paths: Path) -> set[str]:
+        lint_main([*map(str, paths), "--cluster", str(cluster), "--format", "json", "--fail-on", "never"])
+        return {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+
+    assert "GG403" in rules(tmp_path / "job.yaml", tmp_path / "runtimes")
+    assert "GG403" not in rules(tmp_path / "job.yaml")
