@@ -63,7 +63,7 @@ spec:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -248,23 +248,32 @@ def _request_limit_problems(requests: dict[str, tuple[Any, Fraction]],
 
 def _container(resources: dict[str, Any], base: str, who: str,
                gpus: Mapping[str, str]) -> Iterator[SpecProblem]:
+    # the GPU resources are GG501-GG503's
+    parts = yield from _valid_parts(resources, base, who, _container_name_problem, gpus, pod_level=False)
+    yield from _request_limit_problems(parts["requests"], parts["limits"], resources.get("limits"), base, who,
+                                       pod_level=False)
+
+
+def _valid_parts(resources: dict[str, Any], base: str, who: str, name_problem: Callable[[str], str],
+                 skip: Mapping[str, Any],
+                 pod_level: bool) -> Generator[SpecProblem, None, dict[str, dict[str, tuple[Any, Fraction]]]]:
+    """The problems of the names and amounts of a ``resources`` block (container or pod level)
+    but ``skip``'s; returns the valid amounts of each part, for comparing requests with limits."""
     parts: dict[str, dict[str, tuple[Any, Fraction]]] = {}
     for part in ("limits", "requests"):
-        raw_values = resources.get(part)
         valid: dict[str, tuple[Any, Fraction]] = {}
-        for name, entry in _amounts(raw_values).items():
-            if name in gpus:
-                continue  # GG501-GG503 judge the GPU resources
-            problem = _container_name_problem(name)
+        for name, entry in _amounts(resources.get(part)).items():
+            if name in skip:
+                continue
+            problem = name_problem(name)
             if problem:
                 yield SpecProblem(f"{who}: resource name {quoted(name, _Q)} {problem}; {_WHY}",
                                   join_pointer(base, part, name))
                 continue
             valid[name] = entry
-        yield from _amount_problems(part, valid, base, who, pod_level=False)
+        yield from _amount_problems(part, valid, base, who, pod_level=pod_level)
         parts[part] = valid
-    yield from _request_limit_problems(parts["requests"], parts["limits"], resources.get("limits"), base, who,
-                                       pod_level=False)
+    return parts
 
 
 # -- pod level ----------------------------------------------------------------------------------
@@ -277,18 +286,7 @@ def _pod_level(spec: dict[str, Any], resources: dict[str, Any],
     if isinstance(claims, list) and claims:
         yield SpecProblem(f"{who}: {len(claims)} claims set; claims cannot be set at pod level, {_WHY}",
                           base + "/claims")
-    parts: dict[str, dict[str, tuple[Any, Fraction]]] = {}
-    for part in ("limits", "requests"):
-        valid: dict[str, tuple[Any, Fraction]] = {}
-        for name, entry in _amounts(resources.get(part)).items():
-            problem = _pod_level_name_problem(name)
-            if problem:
-                yield SpecProblem(f"{who}: resource name {quoted(name, _Q)} {problem}; {_WHY}",
-                                  join_pointer(base, part, name))
-                continue
-            valid[name] = entry
-        yield from _amount_problems(part, valid, base, who, pod_level=True)
-        parts[part] = valid
+    parts = yield from _valid_parts(resources, base, who, _pod_level_name_problem, {}, pod_level=True)
     requests, limits = parts["requests"], parts["limits"]
     yield from _request_limit_problems(requests, limits, resources.get("limits"), base, who, pod_level=True)
     hugepages = [name for name in (*requests, *limits) if name.startswith(HUGEPAGES_PREFIX)]
