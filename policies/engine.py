@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies import references
 from policies.changes import changed_pointers, controller_owner, identity_keys, inside, touches
 from policies.config import Policy
 from policies.context import KIND_FIELDS, Change, Context, Sees
@@ -166,7 +167,21 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
 
     ``previous``: for an UPDATE, the object as stored; then only what the update changes is
     mutated and judged (README "Lifecycle"). ``checks=False``: the mutations alone (what a
-    mutating webhook answers; the validating one judges the result)."""
+    mutating webhook answers; the validating one judges the result).
+
+    What the object names (a TrainJob's runtime) is looked up in the objects a front end put
+    in scope (the linted files), else in the one member cluster's topology."""
+    if references.current() is None and clusters is not None and len(clusters) == 1:
+        topology = getattr(clusters[0], "topology", None)
+        named = topology.named_references() if topology is not None else None
+        if named is not None:
+            with references.scope(named):
+                return _evaluate(doc, policy, clusters, deadline, previous, checks)
+    return _evaluate(doc, policy, clusters, deadline, previous, checks)
+
+
+def _evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None, deadline: float | None,
+              previous: Any, checks: bool) -> Evaluation:
     if not is_kubernetes_object(doc):
         return Evaluation(skipped=True)
     ref = object_ref(doc)

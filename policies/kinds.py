@@ -174,8 +174,8 @@ class KindSpec:
     # Where the object declares the gang's minimum resources when it has no pods of its own (a
     # Volcano PodGroup's minResources): judged against its queue alone.
     min_resources: str | None = None
-    # A cluster-scoped object (a Volcano Queue): judged by the validating webhook alone (it has
-    # nothing to inject).
+    # A cluster-scoped object (a Volcano Queue, a ClusterTrainingRuntime): the mutating webhook
+    # sees it only when it has pod templates to inject into.
     cluster_scoped: bool = False
     # Where a pod names a gang held by another object (the Workload API's Workload or
     # PodGroup): the gang minimum is read from it when the same file holds it.

@@ -46,6 +46,8 @@ def test_from_objects_in_scheduler_units() -> None:
         "ElasticQuotaTree": 0,
         "LocalQueue": 0,
         "KAIQueue": 0,
+        "TrainingRuntime": 0,
+        "ClusterTrainingRuntime": 0,
     }
 
 

@@ -83,7 +83,8 @@ def judged(doc: Obj, *others: Obj, cluster: Any = None, policy: Policy | None = 
     refs = references.References.of([doc, *others]) if others else None
     with references.scope(refs):
         result = evaluate(doc, policy or Policy(), [cluster or gpu_nodes()])
-    assert not result.patch, "a derived pod set is never patched"
+    if doc["kind"] == "TrainJob":
+        assert not result.patch, "a derived pod set is never patched"
     return feasibility_findings(result)
 
 
@@ -317,3 +318,21 @@ def test_the_linter_resolves_the_runtime_from_another_file_of_the_run(
 
     assert "GG403" in rules(tmp_path / "job.yaml", tmp_path / "runtimes")
     assert "GG403" not in rules(tmp_path / "job.yaml")
+
+
+def test_the_cluster_runtime_of_the_snapshot_is_the_trainjobs_runtime() -> None:
+    """A TrainJob judged against one member cluster (the webhook's live view, `--cluster`)
+    is judged with the runtime that cluster has; a runtime given with the TrainJob wins."""
+    rt = runtime(pod_spec=node_spec(nodeSelector={"pool": "nowhere"}))
+    nodes = [node(f"gpu-{i}", {"cpu": "96", "memory": "1000Gi", GPU: "8"}) for i in range(2)]
+    with_runtime = snapshot([*nodes, rt])
+    found = evaluate(trainjob(2, 8), Policy(), [with_runtime]).findings
+    assert "GG403" in {f.rule for f in found}
+    assert "GG403" not in {f.rule for f in evaluate(trainjob(2, 8), Policy(), [snapshot(nodes)]).findings}
+    # the runtime of the linted files comes first (a fixed runtime about to be applied)
+    fitting = runtime(pod_spec=node_spec())
+    with references.scope(references.References.of([fitting])):
+        assert "GG403" not in {f.rule for f in evaluate(trainjob(2, 8), Policy(), [with_runtime]).findings}
+    # a runtime deleted from the cluster is forgotten
+    with_runtime.topology.apply("DELETED", rt)
+    assert "GG403" not in {f.rule for f in evaluate(trainjob(2, 8), Policy(), [with_runtime]).findings}

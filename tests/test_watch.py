@@ -132,7 +132,8 @@ def test_initial_sync_converges_and_drops_finished_pods(server: FakeApiServer) -
         assert wait_for(lambda: not live.stale(5.0))
         counts = live.view()["counts"]
         assert counts == {"Node": 6, "Pod": 2, "Queue": 2, "PodGroup": 1, "HyperNode": 1,
-                          "ElasticQuotaTree": 0, "LocalQueue": 0, "KAIQueue": 0}
+                          "ElasticQuotaTree": 0, "LocalQueue": 0, "KAIQueue": 0, "TrainingRuntime": 0,
+                          "ClusterTrainingRuntime": 0}
         nodes = live.view()["nodes"]
         assert nodes["n1"][1] == 3000 and nodes["n2"][1] == 0  # millicores; the Succeeded pod is gone
         assert nodes["cordoned"][2] is True

@@ -26,6 +26,9 @@ def build_serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig for the live topology (default: the in-cluster service account)")
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("--crd-retry-seconds", type=float, default=60.0, metavar="S",
+                        help="how often the live topology looks again for an optional kind whose CRD is "
+                             "not installed (Volcano, Kueue, KAI, Trainer, ...; default: 60)")
     parser.add_argument("--cluster", action="append", default=[], metavar="FILE",
                         help="static cluster snapshot instead of the live watch, reloaded when it changes; "
                              "repeat for a fleet")
@@ -99,6 +102,7 @@ def serve_main(argv: Sequence[str]) -> int:
     else:
         from kubernetes.config.config_exception import ConfigException
 
+        from webhook.kube import WatchOptions
         from webhook.watch import LiveTopology, api_client_for
 
         try:
@@ -107,7 +111,8 @@ def serve_main(argv: Sequence[str]) -> int:
             return _fail(f"no Kubernetes API to watch ({exc}); give --kubeconfig, run in a cluster, "
                          "or use --cluster FILE for a static topology")
         topology = LiveTopology(api_client, policy.policy, name=name, metrics=metrics,
-                                policy_source=lambda: policy.policy)
+                                policy_source=lambda: policy.policy,
+                                options=WatchOptions(crd_retry_seconds=max(args.crd_retry_seconds, 1.0)))
     holder["topology"] = topology
 
     webhook = Webhook(policy=policy, topology=topology, metrics=metrics, tls=tls,

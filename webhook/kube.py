@@ -80,6 +80,10 @@ RESOURCES: tuple[Resource, ...] = (
     # v1beta1: served by every Kueue release that has LocalQueues (v1beta2 only by the newest)
     Resource("LocalQueue", "kueue.x-k8s.io", "v1beta1", "localqueues", optional=True),
     Resource("Queue", "scheduling.run.ai", "v2", "queues", optional=True, name="KAIQueue"),
+    # what a TrainJob names: judged with its runtime's pods
+    Resource("TrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "trainingruntimes", optional=True),
+    Resource("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
+             optional=True),
 )
 
 

@@ -10,9 +10,9 @@ determined gets no usage affinity and tolerations, so it cannot run on the taint
 GPU pools: a workload of a kind without a `usage.defaults` entry (by default a bare Pod,
 a ReplicaSet or a CronJob) and without the label, or a label value that is not a pool of
 `usage.pools`. By default Job (batch and Volcano), PyTorchJob, TFJob, XGBoostJob,
-PaddleJob, JAXJob, MPIJob, RayJob, RayCluster, ElasticJob, JobSet, HyperPodPyTorchJob and
-TrainJob are `training`, and Deployment, StatefulSet, RayService and LeaderWorkerSet are
-`inference`.
+PaddleJob, JAXJob, MPIJob, RayJob, RayCluster, ElasticJob, JobSet, HyperPodPyTorchJob,
+TrainJob and the Trainer runtimes are `training`, and Deployment, StatefulSet, RayService and
+LeaderWorkerSet are `inference`.
 
 ```yaml pass
 apiVersion: v1
@@ -64,6 +64,7 @@ DEFAULTS = Option(
      # Batch training kinds of 2026 (a JobSet's jobs, HyperPod's and Trainer's jobs), and
      # LeaderWorkerSet, made for serving large models across nodes.
      "JobSet": "training", "HyperPodPyTorchJob": "training", "TrainJob": "training",
+     "TrainingRuntime": "training", "ClusterTrainingRuntime": "training",
      "LeaderWorkerSet": "inference"},
     "Kind -> usage of a workload without the usage label. Entries you give are added.")
 OPTIONS = (WORKLOAD_KEY, SCOPE, DEFAULTS, "usage.pools", "usage.nodeKey", GPU_RESOURCES)

@@ -9,8 +9,8 @@ column (0: absent) and hard taints as a boolean column per distinct taint, so th
 node selector or a toleration list becomes a few array comparisons.
 
 Besides nodes: Volcano Queues and PodGroups (what each queue holds), the
-ElasticQuotaTree (kube-queue quotas), HyperNodes (supernodes by tier), Kueue LocalQueues
-and KAI Scheduler Queues.
+ElasticQuotaTree (kube-queue quotas), HyperNodes (supernodes by tier), Kueue LocalQueues,
+KAI Scheduler Queues and Kubeflow Trainer runtimes.
 
 Events are cheap: a slot is found through a name index, rows are written in place,
 arrays grow geometrically, and derived data (eligibility masks, supernodes) is cached
@@ -37,7 +37,8 @@ from policies.topology.queues import (
     QuotaNode,
     SupernodeLayout,
 )
-from policies.topology.scheduler_queues import KaiQueueInfo, SchedulerQueues
+from policies.topology.runtimes import Runtimes
+from policies.topology.scheduler_queues import KaiQueueInfo
 
 __all__ = ["Topology", "ClusterSnapshot", "SupernodeLayout", "QueueInfo", "PodGroupInfo", "QuotaNode",
            "KaiQueueInfo", "Taint", "WATCHED", "WATCHED_KINDS", "HARD_EFFECTS", "HOLDING_PHASES",
@@ -52,6 +53,8 @@ WATCHED: dict[tuple[str, str], str] = {
     ("scheduling.sigs.k8s.io", "ElasticQuotaTree"): "ElasticQuotaTree",
     ("kueue.x-k8s.io", "LocalQueue"): "LocalQueue",
     ("scheduling.run.ai", "Queue"): "KAIQueue",
+    ("trainer.kubeflow.org", "TrainingRuntime"): "TrainingRuntime",
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "ClusterTrainingRuntime",
 }
 # name -> (group, kind)
 WATCHED_KINDS: dict[str, tuple[str, str]] = {name: group_kind for group_kind, name in WATCHED.items()}
@@ -61,7 +64,7 @@ CACHE_ENTRIES = 1024
 CACHE_BYTES = 16 * 1024 * 1024
 
 
-class Topology(SchedulerQueues):
+class Topology(Runtimes):
     """Nodes, pods, queues, pod groups, quotas and hypernodes of one cluster."""
 
     def __init__(self, policy: Policy | None = None) -> None:
@@ -74,7 +77,8 @@ class Topology(SchedulerQueues):
         self._handlers = {"Node": cls._apply_node, "Pod": cls._apply_pod, "Queue": cls._apply_queue,
                           "PodGroup": cls._apply_podgroup, "HyperNode": cls._apply_hypernode,
                           "ElasticQuotaTree": cls._apply_elasticquotatree,
-                          "LocalQueue": cls._apply_local_queue, "KAIQueue": cls._apply_kai_queue}
+                          "LocalQueue": cls._apply_local_queue, "KAIQueue": cls._apply_kai_queue,
+                          "TrainingRuntime": cls._apply_runtime, "ClusterTrainingRuntime": cls._apply_runtime}
 
     @property
     def cache(self) -> dict[Any, tuple[Any, Any, int]]:
@@ -90,7 +94,10 @@ class Topology(SchedulerQueues):
         return {"Node": self.node_index, "Pod": self._pods, "Queue": self.queues,
                 "PodGroup": self.podgroups, "HyperNode": self.hypernodes,
                 "ElasticQuotaTree": self.quota_trees, "LocalQueue": self.local_queues,
-                "KAIQueue": self.kai_queues}
+                "KAIQueue": self.kai_queues,
+                "TrainingRuntime": {k[1:]: v for k, v in self.runtimes.items() if k[0] == "TrainingRuntime"},
+                "ClusterTrainingRuntime": {k[2]: v for k, v in self.runtimes.items()
+                                           if k[0] == "ClusterTrainingRuntime"}}
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -110,7 +117,9 @@ class Topology(SchedulerQueues):
         return {"Node": len(self.node_index), "Pod": len(self._pods), "Queue": len(self.queues),
                 "PodGroup": len(self.podgroups), "HyperNode": len(self.hypernodes),
                 "ElasticQuotaTree": len(self.quota_trees), "LocalQueue": len(self.local_queues),
-                "KAIQueue": len(self.kai_queues)}
+                "KAIQueue": len(self.kai_queues),
+                "TrainingRuntime": sum(k[0] == "TrainingRuntime" for k in self.runtimes),
+                "ClusterTrainingRuntime": sum(k[0] == "ClusterTrainingRuntime" for k in self.runtimes)}
 
     def apply(self, event: str, obj: dict[str, Any]) -> None:
         """One watch event. Unknown kinds and malformed objects are ignored."""

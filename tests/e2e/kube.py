@@ -187,7 +187,8 @@ class Gpugate:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--tls-cert", str(self.cert), "--tls-key", str(self.key), "--kubeconfig", str(kubeconfig),
-             "--config", str(self.policy_path), *metrics, *extra],
+             # the CRDs installed after start-up (LATER_CRDS) are watched within seconds
+             "--config", str(self.policy_path), "--crd-retry-seconds", "2", *metrics, *extra],
             stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
         self._ssl = ssl.create_default_context(cafile=str(self.ca_path))
 

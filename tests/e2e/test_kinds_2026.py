@@ -217,9 +217,10 @@ def runtime(crds: Session, namespace: str) -> Iterator[dict[str, Any]]:
 
 
 def test_trainjob_on_a_cluster_runtime(crds: Session, namespace: str, runtime: dict[str, Any]) -> None:
-    """The runtime's templates are templates: admitted unchanged, even when one pod of it
+    """The runtime's templates are templates: admitted (steered), even when one pod of it
     could never fit (a TrainJob sets the resources); a TrainJob whose training nodes fit is
-    admitted, one whose 16-GPU nodes can never fit is refused (GG403)."""
+    admitted, one whose 16-GPU nodes can never fit is refused (GG403), and one whose runtime
+    (read from the cluster) places its pods where no node is, too."""
     e2e, ns, group = crds, namespace, namespace
     two_training_nodes(e2e, group)
     huge = cluster_training_runtime(runtime["metadata"]["name"] + "-x", group, gpus=16)
@@ -230,9 +231,11 @@ def test_trainjob_on_a_cluster_runtime(crds: Session, namespace: str, runtime: d
     delta = e2e.gate.counters() - before
     assert made.status == 201, made
     assert delta.reviews(kind="ClusterTrainingRuntime", endpoint="validate") == 1, "not judged by gpugate"
-    # cluster-scoped runtimes go to /validate only: never mutated (CRD defaults aside)
+    # a cluster-wide runtime's templates are steered like any pod template: the pods its
+    # TrainJobs get are made from them
+    assert delta.reviews(kind="ClusterTrainingRuntime", endpoint="mutate", verdict="patched") == 1
     node = made.body["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    assert "affinity" not in node and "tolerations" not in node, node
+    assert steered(node), node
 
     job = train_job(ns, "train", runtime["metadata"]["name"], gpus=4)
     created = create(e2e, job)
@@ -241,3 +244,17 @@ def test_trainjob_on_a_cluster_runtime(crds: Session, namespace: str, runtime: d
     never = train_job(ns, "never", runtime["metadata"]["name"], gpus=16)
     refused = eventually(lambda: create(e2e, never, dry_run=True), lambda r: denied_for(r, "GG403"))
     assert denied_for(refused, "GG403"), refused
+
+    # gpugate reads the runtimes of the cluster: a TrainJob that would fit the nodes by
+    # itself is refused when its runtime's trainer pods select nodes the cluster has not
+    nowhere = cluster_training_runtime(runtime["metadata"]["name"] + "-nowhere", group, gpus=4)
+    step = nowhere["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    step["nodeSelector"] = {**step.get("nodeSelector", {}), "gpugate.e2e/pool": "nowhere"}
+    assert create(e2e, nowhere).status == 201
+    try:
+        placed = train_job(ns, "placed", nowhere["metadata"]["name"], gpus=4)
+        refused = eventually(lambda: create(e2e, placed, dry_run=True), lambda r: denied_for(r, "GG403"))
+        assert denied_for(refused, "GG403"), refused
+    finally:
+        with contextlib.suppress(Exception):
+            e2e.api.request("DELETE", _path(nowhere))
