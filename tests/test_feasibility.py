@@ -35,7 +35,9 @@ def verdict_of(doc: dict[str, Any], clusters: list[Any], pol: Policy | None = No
     result = run(doc, clusters, pol)
     workload = result.workload if result.mutated is None else build_workload(result.mutated)
     assert workload is not None
-    ctx = Context(policy=pol or Policy(), clusters=clusters)
+    # as run(): with the default policy, no wall-clock budget decides the verdict
+    deadline = time.monotonic() + 60 if pol is None else None
+    ctx = Context(policy=pol or Policy(), clusters=clusters, deadline=deadline)
     return feasibility(workload, ctx)
 
 
