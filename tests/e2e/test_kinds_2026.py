@@ -31,6 +31,7 @@ from .objects import (
     jobset_templates,
     leader_worker_set,
     lws_templates,
+    pod,
     queue,
     steered,
     train_job,
@@ -258,3 +259,36 @@ def test_trainjob_on_a_cluster_runtime(crds: Session, namespace: str, runtime: d
     finally:
         with contextlib.suppress(Exception):
             e2e.api.request("DELETE", _path(nowhere))
+
+
+# -- KAI Scheduler queues --------------------------------------------------------------------
+
+def test_kai_queue_read_from_the_cluster(crds: Session, namespace: str) -> None:
+    """gpugate's live view holds the cluster's KAI Queues: a pod KAI schedules that asks for
+    more GPUs than its queue's limit is refused (GG402); within it, admitted; naming a queue
+    that does not exist yet, admitted with a GG306 warning (KAI holds it until it exists)."""
+    e2e, ns, group = crds, namespace, namespace
+    two_training_nodes(e2e, group)
+    name = f"kai-{namespace}"[:60]
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    kai_queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
+                 "spec": {"resources": {"gpu": {"quota": -1, "limit": 4, "overQuotaWeight": 1},
+                                        "cpu": unlimited, "memory": unlimited}}}
+    queues = resource_path("scheduling.run.ai/v2", "queues", None)
+    assert e2e.api.request("POST", queues, kai_queue).status == 201
+    try:
+        def kai_pod(pod_name: str, gpus: int, queue_name: str) -> dict[str, Any]:
+            made = pod(ns, pod_name, group, gpus, schedulerName="kai-scheduler")
+            made["metadata"]["labels"]["kai.scheduler/queue"] = queue_name
+            return made
+
+        over = kai_pod("over", 8, name)
+        refused = eventually(lambda: e2e.api.create(over, dry_run=True), lambda r: denied_for(r, "GG402"))
+        assert denied_for(refused, "GG402"), refused
+        within = e2e.api.create(kai_pod("within", 4, name), dry_run=True)
+        assert within.status == 201 and not NEVER & rules(within), within
+        absent = e2e.api.create(kai_pod("absent", 4, "no-such-kai-queue"), dry_run=True)
+        assert absent.status == 201 and "GG306" in rules(absent), absent
+    finally:
+        with contextlib.suppress(Exception):
+            e2e.api.request("DELETE", resource_path("scheduling.run.ai/v2", "queues", None, name))
