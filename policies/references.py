@@ -47,18 +47,19 @@ def _referable() -> frozenset[tuple[str, str]]:
 
 
 REFERABLE = _referable()
-# Text that any file holding a referable object contains (its kind's name): files without
-# it, nearly all, are judged as a stream, document after document.
-_MARKERS = tuple(sorted({kind for _, kind in REFERABLE}))
-_BYTE_MARKERS = tuple(m.encode() for m in _MARKERS)
+# Text that any file holding a referable object contains: its group and its kind's name.
+# Files without both, nearly all (a Volcano PodGroup names no scheduling.k8s.io group), are
+# judged as a stream, document after document, and read once per run.
+_MARKERS = tuple(sorted(REFERABLE))
+_BYTE_MARKERS = tuple((group.encode(), kind.encode()) for group, kind in _MARKERS)
 
 
 def may_hold_referable(text: str | bytes) -> bool:
-    """False when ``text`` certainly holds no object another may name (no kind name of
-    :data:`REFERABLE` occurs in it)."""
+    """False when ``text`` certainly holds no object another may name (no group and kind
+    of :data:`REFERABLE` both occur in it)."""
     if isinstance(text, bytes):
-        return any(marker in text for marker in _BYTE_MARKERS)
-    return any(marker in text for marker in _MARKERS)
+        return any(kind in text and group in text for group, kind in _BYTE_MARKERS)
+    return any(kind in text and group in text for group, kind in _MARKERS)
 
 
 @dataclass

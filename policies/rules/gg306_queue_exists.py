@@ -11,7 +11,13 @@ Needs a cluster snapshot (`gpugate lint --cluster FILE`, or the webhook's live
 topology). Checked for workloads whose pods Volcano schedules, and only against a
 snapshot that contains Queues; the implicit `default` queue of Volcano Jobs and
 Kubeflow jobs is not reported missing (Volcano creates it itself). In a fleet the
-workload is fine when one member cluster can run it.
+workload is fine when one member cluster can run it. A Volcano PodGroup of its own is
+judged against the queue it names like a job.
+
+Other schedulers' queues, where the snapshot holds queues of that system: a Kueue
+LocalQueue (label `kueue.x-k8s.io/queue-name`) missing from the workload's namespace, or
+a KAI queue (label `kai.scheduler/queue`, for pods KAI schedules) that does not exist, is
+a **warning**: Kueue and KAI hold the workload until the queue is created.
 
 ```yaml cluster
 apiVersion: v1

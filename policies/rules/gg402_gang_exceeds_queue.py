@@ -6,7 +6,10 @@ What a queue can ever hold is computed as Volcano's capacity and proportion plug
 do: `min(capability, (cluster total - sum of all queues' guarantees) + own guarantee)`
 per resource, and never more than a parent queue's capability. For kube-queue
 (ElasticQuotaTree, seed 002) the `max` of the namespace's quota node and of its
-ancestors bounds every job. A gang above that limit waits forever; this is an error.
+ancestors bounds every job. A Volcano PodGroup of its own is judged on its
+`minResources`. For KAI Scheduler (label `kai.scheduler/queue`, pods KAI schedules) the
+queue's `limit` of each resource, and its parent queues', bound the gang. A gang above
+such a limit waits forever; this is an error.
 
 A gang that is within the limit but above what is *left* now (other pod groups are
 running in the queue) will wait: that is GG404 (gang-waits), a warning. With
