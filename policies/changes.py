@@ -4,7 +4,8 @@ The webhook sees every CREATE and UPDATE of the kinds it is registered for, cont
 edits included. What is judged, and when (README "Lifecycle"):
 
 - an object made by a controller of the kinds table from a template already judged
-  (:func:`controller_owner`) is not judged again;
+  (:func:`controller_owner`), or by one that groups pods judged themselves (a KAI PodGroup
+  naming any owner: :func:`made_by_controller`), is not judged again;
 - an UPDATE is judged on what it changes (:func:`changed_pointers`): nothing outside
   ``metadata`` and ``status``, nothing to judge; otherwise only findings about the parts
   that changed (:func:`touches`);
@@ -23,8 +24,8 @@ from typing import Any
 from policies.kinds import KindSpec, kind_spec
 from policies.pointers import escape_pointer
 
-__all__ = ["controller_owner", "changed_pointers", "touches", "inside", "identity_keys", "owner_keys",
-           "IGNORED_TOP_LEVEL"]
+__all__ = ["controller_owner", "made_by_controller", "changed_pointers", "touches", "inside", "identity_keys",
+           "owner_keys", "IGNORED_TOP_LEVEL"]
 
 # What an UPDATE may change without being judged: who the object is and what was observed.
 IGNORED_TOP_LEVEL = frozenset({"metadata", "status", "apiVersion", "kind"})
@@ -62,6 +63,21 @@ def controller_owner(obj: Any) -> KindSpec | None:
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
     return kind_spec(api_version, kind)
+
+
+def made_by_controller(obj: Any) -> bool:
+    """Whether a controller made ``obj`` from what gpugate judges already: its controller is a
+    kind of the table (:func:`controller_owner`), or ``obj`` names any owner and its own row
+    says that is enough (``KindSpec.owner_made``: KAI's podgrouper names a PodGroup's top owner
+    without ``controller: true``, and the pods it groups are judged themselves)."""
+    if controller_owner(obj) is not None:
+        return True
+    refs = _meta(obj).get("ownerReferences")
+    if not isinstance(refs, list) or not any(isinstance(ref, Mapping) for ref in refs):
+        return False
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    spec = kind_spec(api_version, kind) if isinstance(api_version, str) and isinstance(kind, str) else None
+    return spec is not None and spec.owner_made
 
 
 def changed_pointers(old: Any, new: Any, ignored: frozenset[str] = IGNORED_TOP_LEVEL) -> list[str]:

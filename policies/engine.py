@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies import references
-from policies.changes import changed_pointers, controller_owner, identity_keys, inside, touches
+from policies.changes import changed_pointers, identity_keys, inside, made_by_controller, touches
 from policies.config import Policy
 from policies.context import KIND_FIELDS, Change, Context, Sees
 from policies.findings import Finding, ObjectRef, Problem, Severity
@@ -187,7 +187,7 @@ def _evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None, deadline
     ref = object_ref(doc)
     if ref.namespace in policy.excluded_namespaces:
         return Evaluation(object=ref, excluded=True)
-    if controller_owner(doc) is not None:
+    if made_by_controller(doc):
         # its controller made it from a template that was judged with the parent
         return Evaluation(object=ref, owned=True)
     change: Change | None = None

@@ -17,7 +17,23 @@ GPU_RESOURCES = Option(
     "gpu.resources", {"type": "object", "additionalProperties": {"type": "string"}},
     {"nvidia.com/gpu": "nvidia.com/gpu.product", "metax-tech.com/gpu": "metax-tech.com/gpu.product"},
     "Extended resource -> node label carrying the GPU product. Entries you give are added to these.")
-OPTIONS = (GPU_RESOURCES,)
+# Shares of one device, handed out by a sharing scheduler (HAMi, Volcano vGPU, Alibaba's GPU
+# sharing): not node capacity, so never compared with a node's allocatable (a HAMi pod asking for
+# nvidia.com/gpumem on nodes that do not advertise it is not "no node offers it"). Each is a share
+# per device of a kind: memory (a device's memory; MiB for HAMi and Volcano, GiB for Alibaba),
+# percent (of one device: at most 100) or count (devices or virtual devices).
+SHARE_KINDS = ("memory", "percent", "count")
+GPU_SHARES = Option(
+    "gpu.shares", {"type": "object", "additionalProperties": {"enum": list(SHARE_KINDS)}},
+    {"nvidia.com/gpumem": "memory", "nvidia.com/gpumem-percentage": "percent",    # HAMi
+     "nvidia.com/gpucores": "percent",
+     "volcano.sh/vgpu-number": "count", "volcano.sh/vgpu-memory": "memory",        # Volcano vGPU
+     "volcano.sh/vgpu-cores": "percent", "volcano.sh/vgpu-memory-percentage": "percent",
+     "aliyun.com/gpu-mem": "memory", "aliyun.com/gpu-core.percentage": "percent"},  # Alibaba
+    "Per-device share resources (HAMi, Volcano vGPU, Alibaba GPU sharing) -> `memory`, `percent` or "
+    "`count`: checked against the devices a node registers, never against its allocatable. Entries you "
+    "give are added to these.")
+OPTIONS = (GPU_RESOURCES, GPU_SHARES)
 
 
 def gpu_requests(pod_set: PodSet, policy: Policy) -> dict[str, Fraction]:

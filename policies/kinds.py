@@ -19,6 +19,7 @@ VOLCANO_SCHEDULER = "volcano"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"          # KAI's podgrouper: the top owner's, else the pod's
 KAI_SCHEDULER = "kai-scheduler"
 KAI_DEFAULT_QUEUE = "default-queue"
+KAI_GROUP = "scheduling.run.ai"                # KAI's PodGroups and Queues
 YUNIKORN_QUEUE_LABEL = "queue"
 YUNIKORN_QUEUE_ANNOTATION = "yunikorn.apache.org/queue"
 YUNIKORN_SCHEDULER = "yunikorn"
@@ -92,8 +93,8 @@ class GangRef:
     """Where a pod names the gang it belongs to when another object holds the gang (the
     Workload API). ``name`` points at the holder's name in the pod, ``group`` (when the
     holder has several groups) at the group's name; ``kind`` is the holder's
-    ``group/Kind``. The holder is read only when the same file holds it
-    (:mod:`policies.references`)."""
+    ``group/Kind``. The holder is read from the linted files, else from the cluster the
+    object is judged against (:mod:`policies.references`)."""
 
     name: str
     kind: str
@@ -104,7 +105,7 @@ class GangRef:
 class RuntimeSource:
     """Where an object names another object that holds its pod template (a TrainJob's
     ``runtimeRef``), and how to read that template (a Trainer runtime's JobSet template).
-    Resolved only when the same file holds the runtime (:mod:`policies.references`)."""
+    Resolved from the linted files, else from the cluster (:mod:`policies.references`)."""
 
     ref: str                                # {name, kind, apiGroup} in the referring object
     kinds: tuple[str, ...]                  # the kinds it may name
@@ -177,8 +178,12 @@ class KindSpec:
     # A cluster-scoped object (a Volcano Queue, a ClusterTrainingRuntime): the mutating webhook
     # sees it only when it has pod templates to inject into.
     cluster_scoped: bool = False
+    # Any owner reference, not only a controller's, marks it as made by a controller: KAI's
+    # podgrouper makes a PodGroup per workload, its owner reference naming the top owner
+    # without ``controller: true``, from pods that are judged themselves (not judged again).
+    owner_made: bool = False
     # Where a pod names a gang held by another object (the Workload API's Workload or
-    # PodGroup): the gang minimum is read from it when the same file holds it.
+    # PodGroup): the gang minimum is read from it (from the linted files or the cluster).
     gang_refs: tuple[GangRef, ...] = ()
     # Pods the object asks for without pod templates (a Kubeflow TrainJob's nodes).
     derived: DerivedPods | None = None
@@ -384,6 +389,16 @@ KINDS: tuple[KindSpec, ...] = (
         pod_sets=(PodSetSource("/spec/replicaSpecs", layout="list"),),
         queues=(_KUEUE,),
     ),
+    # KAI Scheduler's own objects (scheduling.run.ai; the versions its webhooks judge:
+    # policies/validation/kai.py). A PodGroup holds a gang, not pods: ``minMember`` of them,
+    # in the KAI queue ``spec.queue`` (judged as KAI's since KAI alone schedules it). Most are
+    # made by KAI's podgrouper (owner_made); those written by hand are judged.
+    KindSpec(group=KAI_GROUP, kind="PodGroup", resource="podgroups", pod_sets=(),
+             gang_min="/spec/minMember", queues=(QueueSource("/spec/queue", "kai"),),
+             default_scheduler=KAI_SCHEDULER, owner_made=True, validate="kai.podgroup"),
+    # its Queues: validated on submission, never mutated (read from the cluster by the topology)
+    KindSpec(group=KAI_GROUP, kind="Queue", resource="queues", pod_sets=(), gang=False,
+             validate="kai.queue", cluster_scoped=True),
     # -- Workload API (scheduling.k8s.io), Trainer v2 rows go here
     # The Workload API's objects hold gangs, not pods (the versions understood:
     # policies/workload_api.py). Pods name them (the Pod row's gang_refs).

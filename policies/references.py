@@ -1,12 +1,14 @@
-"""Objects that other objects of the same file name: the Workload API's Workloads and
-PodGroups (the gang a Pod belongs to) and Kubeflow Trainer's runtimes (a TrainJob's pod
-template).
+"""Objects that other objects name: the Workload API's Workloads and PodGroups (the gang a
+Pod belongs to), Kubeflow Trainer's runtimes (a TrainJob's pod template) and DRA's
+ResourceClaims and ResourceClaimTemplates (a pod's ``spec.resourceClaims``).
 
-gpugate judges one object at a time. When a linted file also holds the objects an object
-names, the front end indexes them (:meth:`References.of`) and judges the file's objects
-inside :func:`scope`; :func:`policies.workload.build_workload` then reads what they say.
-Outside a scope (the webhook: the API server sends one object) nothing is resolved, and
-each object is judged on what it says itself. Document order does not matter.
+gpugate judges one object at a time. When the linted files also hold the objects an object
+names, the front end indexes them (:meth:`References.of`) and judges the objects inside
+:func:`scope`; :func:`policies.workload.build_workload` then reads what they say. Outside a
+scope, the engine scopes the objects the one member cluster holds
+(``Topology.named_references``: the webhook's live view, a ``--cluster`` snapshot); with
+neither, nothing is resolved, and each object is judged on what it says itself. Document
+order does not matter.
 
 What the kinds table says a kind names (:class:`policies.kinds.GangRef`,
 :class:`policies.kinds.RuntimeSource`) is data; this module only looks things up. An
@@ -46,7 +48,11 @@ def _referable() -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
-REFERABLE = _referable()
+# Besides what the kinds table names: the ResourceClaims and ResourceClaimTemplates a pod's
+# spec.resourceClaims names, and ComputeDomains, which make such templates (policies.dra.claims).
+REFERABLE = _referable() | {("resource.k8s.io", "ResourceClaim"),
+                            ("resource.k8s.io", "ResourceClaimTemplate"),
+                            ("resource.nvidia.com", "ComputeDomain")}
 # Text that any file holding a referable object contains: its group and its kind's name.
 # Files without both, nearly all (a Volcano PodGroup names no scheduling.k8s.io group), are
 # judged as a stream, document after document, and read once per run.

@@ -281,7 +281,8 @@ class FakeApiServer:
         group = request.match_info.get("group", "")
         plural = self._by_path.get((group, request.match_info["plural"]), "")
         resource = self.resources.get(plural)
-        if resource is None or plural not in self.installed:
+        if resource is None or plural not in self.installed or \
+                request.match_info.get("version", resource.version) != resource.version:
             return self._status(404, "NotFound", "the server could not find the requested resource")
         if plural in self.forbidden:
             return self._status(403, "Forbidden", f"{plural} is forbidden: User cannot list resource")

@@ -36,8 +36,13 @@ ALLOWED_VERBS = {"get", "list", "watch"}
 TOPOLOGY_RESOURCES = {("", "nodes"), ("", "pods"), ("scheduling.volcano.sh", "queues"),
                       ("scheduling.volcano.sh", "podgroups"), ("topology.volcano.sh", "hypernodes"),
                       ("scheduling.sigs.k8s.io", "elasticquotatrees"), ("kueue.x-k8s.io", "localqueues"),
+                      ("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "cohorts"),
+                      ("kueue.x-k8s.io", "resourceflavors"),
                       ("scheduling.run.ai", "queues"), ("trainer.kubeflow.org", "trainingruntimes"),
-                      ("trainer.kubeflow.org", "clustertrainingruntimes")}
+                      ("trainer.kubeflow.org", "clustertrainingruntimes"), ("scheduling.k8s.io", "workloads"),
+                      ("scheduling.k8s.io", "podgroups"), ("resource.k8s.io", "deviceclasses"),
+                      ("resource.k8s.io", "resourceslices"), ("resource.k8s.io", "resourceclaims"),
+                      ("resource.k8s.io", "resourceclaimtemplates")}
 Obj = dict[str, Any]
 
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (kustomize) is not installed")

@@ -358,6 +358,25 @@ def test_cordoned_nodes_are_not_eligible() -> None:
     assert "GG403" in found and "1 cordoned" in found["GG403"][0]
 
 
+@pytest.mark.parametrize(
+    ("tolerations", "fits"),
+    [
+        ([{"operator": "Exists"}], True),  # tolerates everything, the cordon too
+        ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}], True),
+        ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}], True),  # any effect
+        ([{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}], False),
+        ([{"key": "node.kubernetes.io/unschedulable", "operator": "Equal", "value": "true"}], False),
+    ],
+)
+def test_cordoned_nodes_take_pods_that_tolerate_the_unschedulable_taint(
+    tolerations: list[Any], fits: bool
+) -> None:
+    # kube-scheduler's NodeUnschedulable filter (found by tests/e2e/test_differential.py)
+    cordoned = [node("c", {"cpu": "8"}, unschedulable=True)]
+    found = feasibility_findings(run(cpu_job(2, "1", {"tolerations": tolerations}), [snapshot(cordoned)]))
+    assert ("GG403" not in found) == fits, found
+
+
 LABELLED = [
     node("a", {"cpu": "8"}, {"zone": "z1", "gen": "3"}),
     node("b", {"cpu": "8"}, {"zone": "z2", "gen": "5"}),

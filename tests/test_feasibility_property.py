@@ -175,7 +175,9 @@ def matches(expr: Obj, labels: dict[str, str]) -> bool:
 
 
 def eligible(spec: Obj, node: Obj) -> bool:
-    if node["spec"].get("unschedulable"):
+    # kube-scheduler's NodeUnschedulable filter: a cordon is tolerated as this taint would be
+    cordon = {"key": "node.kubernetes.io/unschedulable", "value": "", "effect": "NoSchedule"}
+    if node["spec"].get("unschedulable") and not tolerated(cordon, spec.get("tolerations", [])):
         return False
     for taint in node["spec"].get("taints", []):
         if taint["effect"] != "PreferNoSchedule" and not tolerated(taint, spec.get("tolerations", [])):

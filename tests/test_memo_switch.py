@@ -277,7 +277,7 @@ def test_memo_off_keeps_nothing_in_any_store() -> None:
 # The modules whose assertions are verdicts: they must hold with memo off too.
 VERDICT_MODULES = ["test_rule_examples.py", "test_lifecycle.py", "test_feasibility.py", "test_messages.py",
                    "test_usage_mutation.py", "test_example_workloads.py", "test_quiet_valid.py",
-                   "test_rules_edge.py", "test_feasibility_property.py"]
+                   "test_rules_edge.py", "test_feasibility_property.py", "test_yunikorn.py"]
 
 
 def test_verdict_modules_pass_with_memo_off() -> None:

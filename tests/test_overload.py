@@ -41,7 +41,7 @@ def pod(name: str = "p", filler: int = 0) -> dict[str, Any]:
 
 
 def big_review(uid: str, size: int = 200_000) -> dict[str, Any]:
-    """A review over OFFLOAD_BYTES (64 KiB): judged off the event loop."""
+    """A review over OFFLOAD_BYTES (128 KiB): judged off the event loop."""
     review = review_for(pod("big"), uid=uid)
     review["request"]["object"]["metadata"]["annotations"] = {f"a{i}": "v" * 90 for i in range(size // 100)}
     return review
@@ -160,6 +160,38 @@ def test_a_large_review_does_not_hold_the_loop(monkeypatch: pytest.MonkeyPatch) 
         status, answer = out[0]
         assert status == 200 and answer["response"]["uid"] == "big" and answer["response"]["allowed"]
         assert OVERLOAD_WARNING not in (answer["response"].get("warnings") or [])
+
+
+def _job_of_tasks(tasks: int, name: str = "tasks") -> dict[str, Any]:
+    template = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"tasks": [{"name": f"t{i}", "replicas": 1, "template": template} for i in range(tasks)]}}
+
+
+def test_reviews_are_offloaded_by_pod_templates_as_well_as_bytes() -> None:
+    """A review's work grows with its pod templates: more than OFFLOAD_POD_TEMPLATES go off the
+    loop however small the body; a 78 KB JobSet of 64 one-pod jobs stays on it (before, every
+    body over 64 KiB went to a forked child, one at a time: about 30 such reviews/s)."""
+    from webhook.app import OFFLOAD_BYTES, OFFLOAD_POD_TEMPLATES
+
+    many = review_for(_job_of_tasks(OFFLOAD_POD_TEMPLATES + 1), uid="many")
+    assert len(json.dumps(many)) < OFFLOAD_BYTES // 4
+    pod_template = {"spec": {"containers": [{"name": "c", "image": "busybox", "env": [
+        {"name": f"E{i}", "value": "v" * 20} for i in range(30)]}]}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "slices", "namespace": "default"},
+              "spec": {"replicatedJobs": [{"name": f"s{i}", "template": {"spec": {"template": pod_template}}}
+                                          for i in range(OFFLOAD_POD_TEMPLATES)]}}
+    wide = review_for(jobset, uid="wide")
+    assert 64 * 1024 < len(json.dumps(wide)) < OFFLOAD_BYTES
+    with ServedWebhook(webhook=Webhook(topology=StaticTopology(None))) as hook:
+        status, answer = post_review(hook, "validate", wide)
+        assert status == 200 and answer["response"]["uid"] == "wide"
+        assert sample(hook, "gpugate_reviews_offloaded_total") == 0
+        status, answer = post_review(hook, "validate", many)
+        assert status == 200 and answer["response"]["uid"] == "many" and answer["response"]["allowed"]
+        assert sample(hook, "gpugate_reviews_offloaded_total") == 1
 
 
 @pytest.mark.parametrize("overload_answer", ["allow", "deny"])

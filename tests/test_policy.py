@@ -65,7 +65,7 @@ def test_no_file_means_the_documented_defaults() -> None:
     assert policy.gpu_resources == {"nvidia.com/gpu": "nvidia.com/gpu.product",
                                     "metax-tech.com/gpu": "metax-tech.com/gpu.product"}
     assert policy.gpu["groupSizeAnnotation"] == "metax-tech.com/gpu-group-size"
-    assert policy.data["queues"] == {"require": False}
+    assert policy.data["queues"] == {"require": False, "kueueExcludeResourcePrefixes": []}
     assert policy.feasibility["mode"] == "enforce"
     assert policy.excluded_namespaces == {"kube-system", "kube-public", "gpugate-system"}
 

@@ -6,6 +6,7 @@ system."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from policies.topology import Topology
@@ -99,7 +100,14 @@ def _pytorchjob(scheduler: str, task_groups: bool) -> dict[str, Any]:
         main["resources"][section]["nvidia.com/gpu"] = "8"
     template: dict[str, Any] = {"spec": {"schedulerName": scheduler, "containers": [main]}}
     if task_groups:
-        template["metadata"] = {"annotations": {"yunikorn.apache.org/task-groups": "[]"}}
+        # YuniKorn's gang: 8 placeholders of 8 GPUs (the pool's label, so that gpugate gives
+        # them the pool's tolerations), which must all be placed first; Hard: never or fail
+        groups = [{"name": "pt", "minMember": 8, "labels": {"maip.mxsf.io/usage": "training"},
+                   "minResource": {"nvidia.com/gpu": "8", "cpu": "4", "memory": "8Gi"}}]
+        template["metadata"] = {"labels": {"applicationId": "p"}, "annotations": {
+            "yunikorn.apache.org/task-groups": json.dumps(groups),
+            "yunikorn.apache.org/task-group-name": "pt",
+            "yunikorn.apache.org/schedulingPolicyParameters": "gangSchedulingStyle=Hard"}}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": "p", "namespace": "team-a", "labels": {"maip.mxsf.io/usage": "training"}},
             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template},
@@ -108,7 +116,8 @@ def _pytorchjob(scheduler: str, task_groups: bool) -> dict[str, Any]:
 
 def test_yunikorn_without_task_groups_places_pods_one_by_one() -> None:
     """8 pods of 8 GPUs on 4 nodes: a gang never fits; YuniKorn without task groups places
-    them one by one (some run, the rest wait): a warning, never a rejection."""
+    them one by one (some run, the rest wait): a warning, never a rejection. With task groups
+    its gang is their placeholders (8 of 8 GPUs): Hard, they never all fit."""
     cluster = [snapshot(_nodes())]
     found = feasibility_findings(run(_pytorchjob("yunikorn", task_groups=False), cluster))
     assert all(not message.startswith("error") for messages in found.values() for message in messages), found

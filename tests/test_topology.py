@@ -46,8 +46,17 @@ def test_from_objects_in_scheduler_units() -> None:
         "ElasticQuotaTree": 0,
         "LocalQueue": 0,
         "KAIQueue": 0,
+        "ClusterQueue": 0,
+        "Cohort": 0,
+        "ResourceFlavor": 0,
         "TrainingRuntime": 0,
         "ClusterTrainingRuntime": 0,
+        "Workload": 0,
+        "WorkloadAPIPodGroup": 0,
+        "DeviceClass": 0,
+        "ResourceSlice": 0,
+        "ResourceClaim": 0,
+        "ResourceClaimTemplate": 0,
     }
 
 

@@ -6,6 +6,7 @@ cannot."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -22,7 +23,7 @@ from webhook_helpers import wait_for
 from policies.config import Policy
 from policies.topology import Topology
 from webhook.kube import RESOURCES, WatchOptions, list_objects
-from webhook.watch import LiveTopology, snapshot_objects, watch_api_client
+from webhook.watch import LiveTopology, export_topology, snapshot_objects, watch_api_client
 
 FAST = WatchOptions(page_size=3, connect_timeout=1.0, read_timeout=1.0, list_timeout=1.0,
                     watch_timeout_seconds=30, min_backoff=0.02, max_backoff=0.1, crd_retry_seconds=0.2,
@@ -132,8 +133,10 @@ def test_initial_sync_converges_and_drops_finished_pods(server: FakeApiServer) -
         assert wait_for(lambda: not live.stale(5.0))
         counts = live.view()["counts"]
         assert counts == {"Node": 6, "Pod": 2, "Queue": 2, "PodGroup": 1, "HyperNode": 1,
-                          "ElasticQuotaTree": 0, "LocalQueue": 0, "KAIQueue": 0, "TrainingRuntime": 0,
-                          "ClusterTrainingRuntime": 0}
+                          "ElasticQuotaTree": 0, "LocalQueue": 0, "KAIQueue": 0, "ClusterQueue": 0,
+                          "Cohort": 0, "ResourceFlavor": 0, "TrainingRuntime": 0, "ClusterTrainingRuntime": 0,
+                          "Workload": 0, "WorkloadAPIPodGroup": 0, "DeviceClass": 0, "ResourceSlice": 0,
+                          "ResourceClaim": 0, "ResourceClaimTemplate": 0}
         nodes = live.view()["nodes"]
         assert nodes["n1"][1] == 3000 and nodes["n2"][1] == 0  # millicores; the Succeeded pod is gone
         assert nodes["cordoned"][2] is True
@@ -580,3 +583,35 @@ def test_relist_applies_in_slices_and_never_loses_a_node() -> None:
             task.cancel()
             assert min(fewest) == 1500
             assert max(between) < 100   # pages of 500 went in as slices
+
+
+def test_an_alpha_api_is_read_at_the_version_the_server_serves() -> None:
+    """The Workload API's PodGroup is v1alpha3 in Kubernetes 1.37 and v1alpha2 in 1.36: the
+    watch and the snapshot read whichever version the server serves (the first served of
+    ``Resource.older_versions``), and a server with neither skips it like a missing CRD."""
+    def workload_podgroup(name: str) -> dict[str, Any]:
+        return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "ml"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}
+
+    served_136 = tuple(dataclasses.replace(r, version="v1alpha2", older_versions=())
+                       if (r.group, r.plural) == ("scheduling.k8s.io", "podgroups") else r for r in RESOURCES)
+    with FakeApiServer(served_136) as fake:
+        fake.add(node("n0"), workload_podgroup("workers-0"))
+        with Live(fake) as live:
+            assert wait_for(live.live.ready)
+            assert wait_for(lambda: live.view()["counts"]["WorkloadAPIPodGroup"] == 1)
+            fake.add(workload_podgroup("workers-1"))      # events come on the served version's watch
+            assert wait_for(lambda: live.view()["counts"]["WorkloadAPIPodGroup"] == 2)
+            assert wait_for(lambda: converged(live, fake))
+        configuration = k8s.Configuration()
+        configuration.host = fake.url
+        objects = snapshot_objects(watch_api_client(configuration))
+        read = sorted(o["metadata"]["name"] for o in objects
+                      if o["apiVersion"] == "scheduling.k8s.io/v1alpha2")
+        assert read == ["workers-0", "workers-1"]
+        fake.uninstall("podgroups.scheduling.k8s.io")
+        export = export_topology(watch_api_client(configuration))
+        assert "WorkloadAPIPodGroup" not in export.counts
+        absent = export.absent["WorkloadAPIPodGroup"]
+        assert "podgroups.scheduling.k8s.io/v1alpha3|v1alpha2 is not served" in absent

@@ -6,9 +6,11 @@ The upstream test table itself is ported in tests/parity/kubernetes_workload.yam
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
+from feasibility_helpers import snapshot
 
 from policies import references, workload_api
 from policies.config import Policy
@@ -161,6 +163,31 @@ def test_pod_alone_is_judged_alone() -> None:
     assert built(other_namespace, pod_group()).gang_min == 1
     wrong_kind = pod({"workloadRef": {"name": "train-workers-0", "podGroup": "workers"}})
     assert built(wrong_kind, pod_group()).gang_min == 1, "workloadRef names a Workload, not a PodGroup"
+
+
+@pytest.mark.parametrize("holder, gang", [
+    (workload_135(), {"workloadRef": {"name": "train", "podGroup": "workers"}}),
+    (pod_group("v1alpha3"), {"schedulingGroup": {"podGroupName": "train-workers-0"}}),
+])
+def test_pod_gang_minimum_from_the_cluster(holder: Obj, gang: Obj) -> None:
+    """Judged against one member cluster (the webhook's live view, `lint --cluster`), a Pod
+    reads its gang from the Workload or PodGroup that cluster holds; the linted files' own
+    come first; a holder deleted from the cluster is forgotten."""
+    member = pod(gang)
+    cluster = snapshot([holder])
+    expected = 4 if holder["kind"] == "Workload" else 6
+    found = evaluate(member, Policy(), [cluster]).workload
+    assert found is not None and found.gang_min == expected
+    assert evaluate(member, Policy(), [snapshot([])]).workload.gang_min == 1  # type: ignore[union-attr]
+    own = copy.deepcopy(holder)
+    for group in (own["spec"].get("podGroups") or []):
+        group["policy"] = {"gang": {"minCount": 2}}
+    if "schedulingPolicy" in own["spec"]:
+        own["spec"]["schedulingPolicy"] = {"gang": {"minCount": 2}}
+    with references.scope(references.References.of([own])):
+        assert evaluate(member, Policy(), [cluster]).workload.gang_min == 2  # type: ignore[union-attr]
+    cluster.topology.apply("DELETED", holder)
+    assert evaluate(member, Policy(), [cluster]).workload.gang_min == 1  # type: ignore[union-attr]
 
 
 def test_volcano_annotation_wins_over_the_workload_api() -> None:

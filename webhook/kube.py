@@ -5,6 +5,7 @@ lists, and one :class:`ResourceWatcher` thread per kind (see :mod:`webhook.watch
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import logging
@@ -47,6 +48,9 @@ class Resource:
     optional: bool = False  # a CRD that may not be installed: 404 is skipped, not an error
     field_selector: str | None = None
     name: str = ""          # what the topology files it under (policies.topology.WATCHED); "": kind
+    # Versions read when ``version`` is not served (404), in order: an alpha API changes its
+    # version with each Kubernetes release, and a cluster serves the one of its release.
+    older_versions: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -56,6 +60,10 @@ class Resource:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    def at_versions(self) -> list[Resource]:
+        """This resource at ``version``, then at each of ``older_versions``."""
+        return [self, *(dataclasses.replace(self, version=v, older_versions=()) for v in self.older_versions)]
 
     def lister(self, api_client: k8s.ApiClient) -> Callable[..., Any]:
         """The client call that lists (or, with ``watch=True``, watches) this resource cluster-wide."""
@@ -79,11 +87,29 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("ElasticQuotaTree", "scheduling.sigs.k8s.io", "v1beta1", "elasticquotatrees", optional=True),
     # v1beta1: served by every Kueue release that has LocalQueues (v1beta2 only by the newest)
     Resource("LocalQueue", "kueue.x-k8s.io", "v1beta1", "localqueues", optional=True),
+    # Kueue's quota objects: whether a ClusterQueue can ever admit a workload (v1beta2 from Kueue
+    # 0.15, v1beta1 before; Cohorts were v1alpha1 until 0.11)
+    Resource("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", optional=True,
+             older_versions=("v1beta1",)),
+    Resource("Cohort", "kueue.x-k8s.io", "v1beta2", "cohorts", optional=True,
+             older_versions=("v1beta1", "v1alpha1")),
+    Resource("ResourceFlavor", "kueue.x-k8s.io", "v1beta2", "resourceflavors", optional=True,
+             older_versions=("v1beta1",)),
     Resource("Queue", "scheduling.run.ai", "v2", "queues", optional=True, name="KAIQueue"),
     # what a TrainJob names: judged with its runtime's pods
     Resource("TrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "trainingruntimes", optional=True),
     Resource("ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
              optional=True),
+    # what a Pod names as its gang (the Workload API): a Workload's group in 1.35, a PodGroup
+    # from 1.36 (policies/workload_api.py)
+    Resource("Workload", "scheduling.k8s.io", "v1alpha1", "workloads", optional=True),
+    Resource("PodGroup", "scheduling.k8s.io", "v1alpha3", "podgroups", optional=True,
+             name="WorkloadAPIPodGroup", older_versions=("v1alpha2",)),
+    # DRA (policies/feasibility/devices.py): v1 from 1.34, the betas still served before it
+    *(Resource(kind, "resource.k8s.io", "v1", plural, optional=True, older_versions=("v1beta2", "v1beta1"))
+      for kind, plural in (("DeviceClass", "deviceclasses"), ("ResourceSlice", "resourceslices"),
+                           ("ResourceClaim", "resourceclaims"),
+                           ("ResourceClaimTemplate", "resourceclaimtemplates"))),
 )
 
 
@@ -152,6 +178,11 @@ def close_response(response: Any) -> None:
 class ListRestarted(Exception):
     """A paginated list had to start over (its continue token expired): pages already
     handed out are superseded by the ones that follow."""
+
+
+def _served(versions: list[Resource]) -> str:
+    """The API versions tried for a resource, for messages: ``group/v2`` or ``group/v2|v1``."""
+    return "|".join([versions[0].api_version, *(r.version for r in versions[1:])])
 
 
 def iter_pages(api_client: k8s.ApiClient, resource: Resource,
@@ -250,6 +281,7 @@ class ResourceWatcher:
                  options: WatchOptions | None = None, metrics: Metrics | None = None,
                  gc_guard: GcGuard | None = None) -> None:
         self.resource = resource
+        self._versions = resource.at_versions()     # self.resource is the one being read
         self.api_client = api_client
         self.options = options or WatchOptions()
         self.state = WatchState()
@@ -347,11 +379,13 @@ class ResourceWatcher:
             except ApiException as exc:
                 # An optional kind we cannot read (CRD not installed, or RBAC does not grant it)
                 # must not hold readiness back: skip it, say so once, look again now and then.
+                if exc.status == 404 and self._next_version():
+                    continue
                 if exc.status in (403, 404) and self.resource.optional:
                     if not logged_missing:
                         why = "CRD not installed?" if exc.status == 404 else "forbidden: check the RBAC rules"
                         log.info("%s (%s) not readable (%s %s); skipped, retrying every %.0fs",
-                                 self.resource.plural, self.resource.api_version, exc.status, why,
+                                 self.resource.plural, _served(self._versions), exc.status, why,
                                  self.options.crd_retry_seconds)
                         logged_missing = True
                     self._skip()
@@ -374,6 +408,14 @@ class ResourceWatcher:
                             type(exc).__name__, exc, backoff)
                 self._restart("connection")
                 backoff = self._back_off(backoff)
+
+    def _next_version(self) -> bool:
+        """On to the next version of the resource (``Resource.older_versions``) after a 404;
+        False when none is left (and back to the first, for the next look)."""
+        index = self._versions.index(self.resource) + 1
+        self.resource = self._versions[index % len(self._versions)]
+        self.state.resource_version = None
+        return index < len(self._versions)
 
     def _back_off(self, delay: float) -> float:
         self._stop.wait(delay * random.uniform(0.8, 1.2))

@@ -347,12 +347,13 @@ def export_topology(api_client: k8s.ApiClient, resources: Iterable[Resource] = R
     export = TopologyExport()
     for resource in resources:
         try:
-            items, _ = list_objects(api_client, resource, options)
+            items = _list_served(api_client, resource, options)
         except ApiException as exc:
             if not resource.optional or exc.status not in (403, 404):
                 raise ExportFailed(resource, exc) from exc
+            versions = "|".join([resource.version, *resource.older_versions])
             export.absent[resource.label] = (
-                f"{resource.plural}.{resource.group}/{resource.version} is not served (CRD not installed)"
+                f"{resource.plural}.{resource.group}/{versions} is not served (CRD not installed)"
                 if exc.status == 404 else
                 f"listing {resource.plural}.{resource.group} is forbidden (403) for these credentials")
             log.info("%s: %s; skipped", resource.label, export.absent[resource.label])
@@ -360,6 +361,20 @@ def export_topology(api_client: k8s.ApiClient, resources: Iterable[Resource] = R
         export.objects.extend(items)
         export.counts[resource.label] = len(items)
     return export
+
+
+def _list_served(api_client: k8s.ApiClient, resource: Resource,
+                 options: WatchOptions | None) -> list[dict[str, Any]]:
+    """The objects of ``resource`` at the first of its versions the server serves; the last
+    404 when it serves none."""
+    *newer, oldest = resource.at_versions()
+    for candidate in newer:
+        try:
+            return list_objects(api_client, candidate, options)[0]
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    return list_objects(api_client, oldest, options)[0]
 
 
 def snapshot_objects(api_client: k8s.ApiClient, resources: Iterable[Resource] = RESOURCES,

@@ -20,11 +20,14 @@ from policies.memo import StampedMemo
 from policies.topology import ClusterSnapshot, Topology
 
 from .capacity import _capacity_sum, _empty_capacity_of, _full, _now, _now_capacity_of, _sets
+from .devices import DevicePlan, device_plan, devices_never, is_device_column
+from .kueue import SetNeed
 from .nodes import runs_extended_toleration
 from .outcomes import Cause, ExplainRow, Outcome, Verdict
 from .packing import _Caps, _necessary, _place, _place_flexible, _sparse, _witness
 from .questions import FitQuestion, _policy_token
 from .queues import _flexible_need, _gang_total, _queue_checks, _quota_checks, _scheduler_queue_checks
+from .shares import shares_never
 from .specs import GKE_NODE_LABELS
 from .supernodes import (
     _empty_supernode_slots_of,
@@ -78,6 +81,8 @@ def _memo_versions(topo: Topology, question: FitQuestion) -> tuple[Any, ...]:
     versions = topo.state_versions(question.label_keys)
     if question.extended_toleration == "auto":  # the answer depends on whether the nodes are GKE's
         versions = (*versions, *topo.versions(GKE_NODE_LABELS)[3:])
+    if question.placeholders is not None:  # YuniKorn's placeholders: their eligibility too
+        versions = (*versions, *_memo_versions(topo, question.placeholders))
     if question.groups is not None:
         return (*versions, topo.supernode_versions(question.supernode_labels))
     return versions
@@ -98,6 +103,16 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
     """The verdict for one member cluster. ``memo``: answer a question asked before of
     the topology as it is now from the topology's memo (see :class:`OutcomeMemo`)."""
     topo = snapshot.topology
+
+    def tick() -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise _OutOfTime
+
+    # DRA claims become device columns of the topology first: building them moves its versions.
+    try:
+        devices = device_plan(question, topo, tick)
+    except _OutOfTime:
+        return _budget_spent(policy, snapshot.name)
     # A budget already spent gets the same unknown answer with or without the memo (tick() below).
     key: tuple[Any, ...] | None = None
     versions: tuple[Any, ...] = ()
@@ -113,16 +128,10 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
         if known is not None:
             return _copy_outcome(known, snapshot.name)
 
-    def tick() -> None:
-        if deadline is not None and time.monotonic() > deadline:
-            raise _OutOfTime
-
     try:
-        out = _check(question, topo, tick)
+        out = _with_devices(_check_with_placeholders(question, topo, tick, devices), devices)
     except _OutOfTime:
-        budget = policy.feasibility.get("budgetMilliseconds")
-        out = Outcome("", Verdict.UNKNOWN, Cause.BUDGET_SPENT, f"feasibility budget ({budget} ms) ran out",
-                      facts={"budget_ms": budget})
+        out = _budget_spent(policy, "")
     if key is not None and out.verdict != Verdict.UNKNOWN:
         # The caller owns what it gets (it sets ``cluster``; front ends may edit rows):
         # the memo keeps a copy of its own.
@@ -131,12 +140,21 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
     return out
 
 
+def _budget_spent(policy: Policy, cluster: str) -> Outcome:
+    budget = policy.feasibility.get("budgetMilliseconds")
+    return Outcome(cluster, Verdict.UNKNOWN, Cause.BUDGET_SPENT, f"feasibility budget ({budget} ms) ran out",
+                   facts={"budget_ms": budget})
+
+
 def _check_declared(question: FitQuestion, topo: Topology) -> Outcome:
-    """A gang with no pods of its own (a Volcano PodGroup): what its queue and quota say of
-    the minimum it declares; nothing is placed, so nothing more is proven."""
+    """A gang with no pods of its own (a Volcano or KAI PodGroup): what its queue and quota say
+    of the minimum it declares; nothing is placed, so nothing more is proven."""
     need = dict(question.declared)
     queue = _queue_checks(question.queue, topo, need, question.autoscaling, question.own,
                           question.queue_admitted)
+    if queue is None and question.scheduler_queues:  # a KAI PodGroup's queue
+        queue = _scheduler_queue_checks(question.scheduler_queues, topo, need, question.namespace,
+                                        question.queue_admitted)
     if queue is not None:
         return queue
     quota = _quota_checks(question.namespace, topo, need)
@@ -145,7 +163,24 @@ def _check_declared(question: FitQuestion, topo: Topology) -> Outcome:
     return Outcome("", Verdict.FITS, Cause.FITS, "fits")
 
 
-def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
+def _with_devices(out: Outcome, devices: DevicePlan | None) -> Outcome:
+    """``out`` with what the DRA counts cannot say: a "never" stands (the counts are upper
+    bounds), any other answer is unknown when a claim could not be read or evaluated, and a
+    fit whose counts are only bounds says so."""
+    if devices is None or out.verdict is Verdict.NEVER:
+        return out
+    if devices.unknown and out.verdict is not Verdict.UNKNOWN:
+        reasons = "; ".join(devices.unknown)
+        return Outcome("", Verdict.UNKNOWN, Cause.DEVICES_UNKNOWN,
+                       f"DRA devices not counted ({reasons}): {out.verdict.value} on everything else",
+                       out.path, rows=out.rows,
+                       facts={"reasons": devices.unknown, "otherwise": out.verdict.value})
+    if devices.notes and out.verdict is Verdict.FITS:
+        out.notes = [*out.notes, *(f"DRA: {note}" for note in devices.notes)]
+    return out
+
+
+def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan | None = None) -> Outcome:
     """The verdict, from the question and the topology alone (nothing else to read)."""
     if topo.n_nodes == 0:
         # Queues are known without nodes: a missing or closed queue is proven all the same.
@@ -160,7 +195,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         return Outcome("", Verdict.UNKNOWN, Cause.EMPTY_SNAPSHOT, "the cluster snapshot has no nodes")
     if not question.demands:
         return _check_declared(question, topo)
-    demands = question.demands
+    demands = question.demands if devices is None else devices.demands
     autoscaling = question.autoscaling
     sets = _sets(topo, demands, runs_extended_toleration(question.extended_toleration, topo))
     hard = [d.hard for d in demands]
@@ -202,10 +237,15 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         return Outcome("", verdict, cause, message, path, rows=rows, facts=facts)
 
     hard_need = _flexible_need(sets, flexible) if flexible else _gang_total(sets, hard)
+    if devices is not None:  # device columns are no queue's or quota's resources
+        hard_need = {r: v for r, v in hard_need.items() if not is_device_column(r)}
     queue = _queue_checks(question.queue, topo, hard_need, autoscaling, question.own, question.queue_admitted)
     if question.scheduler_queues and (queue is None or queue.verdict != Verdict.NEVER):
+        set_needs = [SetNeed(d.name, d.path, {r: v * h for r, v in d.units
+                                              if r != "pods" and v * h and not is_device_column(r)})
+                     for d, h in zip(demands, hard, strict=True)]
         other = _scheduler_queue_checks(question.scheduler_queues, topo, hard_need, question.namespace,
-                                        question.queue_admitted)
+                                        question.queue_admitted, set_needs, question.kueue_excluded)
         if other is not None and (queue is None or other.verdict == Verdict.NEVER):
             queue = other
     if queue is not None and queue.verdict == Verdict.NEVER:
@@ -216,8 +256,23 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         quota.rows = rows
         return quota
     tick()
+    share = shares_never(question.shares, topo) if question.shares else None
+    if share is not None:
+        share.rows = rows
+        if autoscaling and share.facts["kind"] == "memory":  # a node with larger devices may come
+            return outcome(Verdict.WAITS, Cause.WAITS_FOR_NEW_NODES,
+                           f"{share.message}; waits for new nodes (feasibility.autoscaling)", share.path)
+        return share
 
     # Empty cluster: necessary conditions (a proof when they fail).
+    device_proof = devices_never(topo, devices, sets, hard) if devices is not None and not flexible else None
+    if device_proof is not None:
+        if autoscaling:
+            return outcome(Verdict.WAITS, Cause.WAITS_FOR_NEW_NODES,
+                           f"{device_proof[0]}; waits for new nodes (feasibility.autoscaling)",
+                           device_proof[1])
+        return outcome(Verdict.NEVER, Cause.NODES_NEVER_HOLD, device_proof[0], device_proof[1],
+                       **device_proof[2])
     proof = _necessary(topo, sets, hard, alloc, flexible, "even when empty", caps_empty,
                        [sums[s.key][1] for s in sets], [_full(uniform_empty[s.key]) for s in sets])
     if proof is not None:
@@ -287,3 +342,36 @@ def _check(question: FitQuestion, topo: Topology, tick: Any) -> Outcome:
         reason = "no placement found in the free resources now"
     return outcome(Verdict.WAITS, Cause.WAITS_FOR_ROOM, f"fits the empty cluster but waits: {reason}", path,
                    **facts)
+
+
+def _check_with_placeholders(question: FitQuestion, topo: Topology, tick: Any,
+                             devices: DevicePlan | None = None) -> Outcome:
+    """:func:`_check`, and for YuniKorn task groups the gang of their placeholders, which
+    must all be placed before any of the pods is: when they never all fit, ``Hard`` fails
+    the application (never); ``Soft`` places the pods one by one after the placeholder
+    timeout (a warning). The pods themselves are judged one by one either way."""
+    out = _check(question, topo, tick, devices)
+    gang = question.placeholders
+    if gang is None or out.verdict is Verdict.UNKNOWN or (out.verdict is Verdict.NEVER
+                                                          and out.cause is not Cause.NODES_HOLD_PART):
+        return out
+    held = _check(gang, topo, tick)
+    if held.verdict is Verdict.NEVER:
+        # The placeholder timer starts at the first placeholder placed: with none placeable
+        # it never starts, and the application stays Reserving whatever its style.
+        none = all(row.fits_empty == 0 for row in held.rows)
+        facts = {**held.facts, "hard": question.placeholder_hard, "timeout_s": question.placeholder_timeout,
+                 "none_placeable": none}
+        if none:
+            tail = "none is ever placed, so the placeholder timeout never starts"
+        elif question.placeholder_hard:
+            tail = "Hard style: the application fails at the placeholder timeout"
+        else:
+            tail = f"Soft style: the pods go one by one after the {question.placeholder_timeout} s timeout"
+        cause = Cause.PLACEHOLDERS_NEVER_HOLD if question.placeholder_hard else Cause.PLACEHOLDERS_TIME_OUT
+        message = f"YuniKorn placeholders never all fit: {held.message}; {tail}"
+        return Outcome("", Verdict.NEVER, cause, message, held.path, rows=held.rows, facts=facts)
+    if held.verdict is Verdict.WAITS and out.verdict is not Verdict.NEVER:
+        return Outcome("", Verdict.WAITS, held.cause, f"YuniKorn placeholders: {held.message}",
+                       held.path, rows=held.rows, facts=held.facts)
+    return out

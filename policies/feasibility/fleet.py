@@ -17,7 +17,7 @@ from policies.topology import ClusterSnapshot
 from policies.workload import PodSet, ShapeError, Workload, build_workload
 
 from .check import check_cluster
-from .outcomes import Cause, Outcome, Report, Verdict
+from .outcomes import STILL_RUNS, Cause, Outcome, Report, Verdict
 from .questions import FitQuestion, _question, _rows, _spec_fits, fit_question
 
 if TYPE_CHECKING:
@@ -166,6 +166,6 @@ def _combine(outcomes: list[Outcome]) -> Answer:
         text = "no member cluster can run it: " + "; ".join(f"{label(o)}{o.message}" for o in outcomes)
     else:
         text = outcomes[0].message
-    partial = all(o.cause is Cause.NODES_HOLD_PART for o in outcomes)
+    partial = all(o.cause in STILL_RUNS for o in outcomes)
     return Answer(Verdict.NEVER, outcomes, [Report(outcomes[0].cause, Verdict.NEVER, text, outcomes[0].path,
                                                    partial=partial)])

@@ -129,6 +129,9 @@ def eligible_mask(topo: Topology, spec: Mapping[str, Any], signature: str | None
 
 # The taint effects that keep a pod bound by nodeName off a node.
 _BOUND_EFFECTS = frozenset({"NoExecute"})
+# kube-scheduler's NodeUnschedulable filter lets a pod that tolerates this taint onto a
+# cordoned node (DaemonSet pods, pods tolerating everything), taint or no taint on the node.
+_CORDON_TAINT = "node.kubernetes.io/unschedulable"
 
 
 def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
@@ -143,11 +146,12 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
     node_name = spec.get("nodeName")
     node_name = node_name if isinstance(node_name, str) else ""
     bound = bool(node_name)
+    tolerations = spec.get("tolerations")
     # A pod with nodeName bypasses the scheduler: the kubelet admits it whatever the
     # cordon and NoSchedule taints say (a NoExecute taint still evicts it).
-    schedulable = live if bound else live & ~topo.unschedulable[:n]
+    cordons_pass = bound or any_tolerates(tolerations, _CORDON_TAINT, "", "NoSchedule")
+    schedulable = live if cordons_pass else live & ~topo.unschedulable[:n]
     effects = _BOUND_EFFECTS if bound else HARD_EFFECTS
-    tolerations = spec.get("tolerations")
     untolerated = [col for taint, col in topo.taint_index.items()
                    if taint.effect in effects
                    and not any_tolerates(tolerations, taint.key, taint.value, taint.effect)]
@@ -174,7 +178,8 @@ def _eligibility(topo: Topology, spec: Mapping[str, Any], signature: str,
         blocking = [f"{inv[c].key}={inv[c].value}:{inv[c].effect}" if inv[c].value
                     else f"{inv[c].key}:{inv[c].effect}"
                     for c, h in zip(untolerated, list(hit), strict=True) if h]
-    result = _Eligibility(mask=mask, cordoned=0 if bound else int((live & topo.unschedulable[:n]).sum()),
+    cordoned = 0 if cordons_pass else int((live & topo.unschedulable[:n]).sum())
+    result = _Eligibility(mask=mask, cordoned=cordoned,
                           tainted=int((schedulable & ~taint_ok).sum()),
                           unselected=int((schedulable & taint_ok & ~selected).sum()),
                           blocking_taints=blocking, count=int(mask.sum()))

@@ -14,7 +14,7 @@ from typing import Any
 
 from policies.quantity import format_quantity
 
-__all__ = ["Verdict", "Cause", "ExplainRow", "Outcome", "Report", "fmt"]
+__all__ = ["Verdict", "Cause", "STILL_RUNS", "ExplainRow", "Outcome", "Report", "fmt"]
 
 
 class Verdict(StrEnum):
@@ -38,6 +38,10 @@ class Cause(StrEnum):
     # never: the nodes
     NODES_NEVER_HOLD = "nodes-never-hold"               # a necessary condition on the empty cluster fails
     NODES_HOLD_PART = "nodes-hold-part"                 # not a gang: only part of its pods ever fit
+    SHARE_NEVER_FITS = "share-never-fits"               # a device share above what any device has
+    # never: YuniKorn's task-group placeholders (policies.yunikorn) never all fit
+    PLACEHOLDERS_NEVER_HOLD = "placeholders-never-hold"  # Hard style (or none placeable): never runs
+    PLACEHOLDERS_TIME_OUT = "placeholders-time-out"     # Soft style: the pods go one by one after the timeout
     SUPERNODES_NEVER_HOLD = "supernodes-never-hold"     # too few supernode slots for the GPU groups
     # waits
     WAITS_FOR_QUEUE = "waits-for-queue"                 # other pod groups hold the queue's room
@@ -50,6 +54,12 @@ class Cause(StrEnum):
     NO_TOPOLOGY = "no-topology"                         # the cluster list is empty
     STALE_TOPOLOGY = "stale-topology"                   # not synced, or not confirmed for too long
     NOT_CHECKED = "not-checked"                         # a part of the check had no data (a note)
+    DEVICES_UNKNOWN = "devices-unknown"                 # DRA claims gpugate cannot count (a reason given)
+
+
+# Causes of a "never" for a workload that runs all the same, in part (not a gang) or
+# without its gang (YuniKorn's Soft style): reported as warnings.
+STILL_RUNS = frozenset({Cause.NODES_HOLD_PART, Cause.PLACEHOLDERS_TIME_OUT})
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,8 @@ class Report:
     verdict: Verdict
     message: str
     path: str = ""
-    # Every outcome behind it found only part of a workload that is not a gang fitting.
+    # Every outcome behind it is a never of a workload that runs all the same (:data:`STILL_RUNS`):
+    # only part of a workload that is not a gang fits, or a YuniKorn Soft gang times out.
     partial: bool = False
     # About a pod outside the gang (a RayJob's submitter), judged on its own.
     member: bool = False

@@ -21,12 +21,15 @@ from typing import Any
 
 from policies import memo
 from policies.config import Policy
+from policies.dra.claims import PodDevices, pod_devices
 from policies.groups import group_sizes
-from policies.kinds import DEFAULT_SCHEDULER, KAI_SCHEDULER, YUNIKORN_SCHEDULER, YUNIKORN_TASK_GROUPS
+from policies.kinds import DEFAULT_SCHEDULER, KAI_SCHEDULER, YUNIKORN_SCHEDULER
 from policies.quantity import QuantityError, parse_quantity, scheduler_units
 from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
 from policies.workload import PodSet, QueueRef, Workload, resolve
+from policies.yunikorn import placeholder_pod_sets
 
+from .shares import ShareAsk, share_asks, without_shares
 from .specs import (
     _EXTENDED,
     _parts_signature,
@@ -112,6 +115,20 @@ class FitQuestion:
     declared: tuple[tuple[str, int], ...] = ()
     # The Kueue LocalQueue and KAI queue it names, where their system reads them.
     scheduler_queues: tuple[QueueRef, ...] = ()
+    # YuniKorn task groups (policies.yunikorn): the gang of their placeholder pods, placed
+    # before any of the pods above (which are then placed one by one), whether a gang that
+    # never forms fails the application (gangSchedulingStyle Hard) and its timeout.
+    placeholders: FitQuestion | None = None
+    placeholder_hard: bool = False
+    placeholder_timeout: int = 0
+    # What containers ask of one device (policies.feasibility.shares): not in the demands'
+    # units, which are node capacity only.
+    shares: tuple[ShareAsk, ...] = ()
+    # Resource prefixes Kueue does not account (queues.kueueExcludeResourcePrefixes), when it
+    # names a Kueue queue.
+    kueue_excluded: tuple[str, ...] = ()
+    # Per demand, the DRA claims its pods name (policies.dra.claims); None: no pod set has any.
+    devices: tuple[PodDevices | None, ...] | None = None
     _key: tuple[Any, ...] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
 
@@ -126,7 +143,9 @@ class FitQuestion:
                                             groups.gpu_pod_sets),
                self.gpu_resources, self.supernode_labels, self.autoscaling, self.label_keys,
                self.own, self.queue_admitted, self.extended_toleration, self.declared,
-               tuple((q.name, q.system, q.path) for q in self.scheduler_queues))
+               tuple((q.name, q.system, q.path) for q in self.scheduler_queues),
+               None if self.placeholders is None else self.placeholders._key, self.placeholder_hard,
+               self.placeholder_timeout, self.shares, self.kueue_excluded, self.devices)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -142,7 +161,8 @@ class FitQuestion:
 
 
 def _is_gang(workload: Workload) -> bool:
-    """Pods placed all-or-nothing: a gang kind under a batch scheduler (not the default one)."""
+    """Pods placed all-or-nothing: a gang kind under a batch scheduler (not the default one,
+    nor YuniKorn, whose gang is its task groups' placeholders: see :func:`fit_question`)."""
     return _gang_and_volcano(workload)[0]
 
 
@@ -155,8 +175,8 @@ def _gang_and_volcano(workload: Workload) -> tuple[bool, bool]:
     batch = volcano = False
     for p in workload.gang_pod_sets:  # a loop, not sets of schedulers: on every review
         if p.scheduler != DEFAULT_SCHEDULER:
-            if p.scheduler == YUNIKORN_SCHEDULER and YUNIKORN_TASK_GROUPS not in p.annotations:
-                continue  # YuniKorn gangs only pods of declared task groups: these go one by one
+            if p.scheduler == YUNIKORN_SCHEDULER:
+                continue  # YuniKorn places the pods themselves one by one (its gang: placeholders)
             batch = True
             if p.scheduler == VOLCANO_SCHEDULER:
                 volcano = True
@@ -322,7 +342,7 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     nothing to place (no pods, or a request that does not parse: a rule on requests reports it)."""
     gang, volcano = _gang_and_volcano(workload)
     sets = _placed_sets(workload)
-    if not sets and workload.spec.min_resources is not None:
+    if not workload.spec.pod_sets and workload.spec.derived is None:  # a gang without pods of its own
         return _declared_question(workload, policy)
     fits = _spec_fits(sets)
     if fits is None:
@@ -344,19 +364,47 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     question = kept[0]
     others = _scheduler_queues(workload)
     if others and question is not None:
-        question = dataclasses.replace(question, scheduler_queues=others)
+        excluded = tuple(policy.data["queues"].get("kueueExcludeResourcePrefixes") or ()) \
+            if any(q.system == "kueue" for q in others) else ()
+        question = dataclasses.replace(question, scheduler_queues=others, kueue_excluded=excluded)
+    if question is not None:
+        devices = pod_devices(sets, workload.namespace)
+        if devices is not None:
+            question = dataclasses.replace(question, devices=devices)
+        question = _with_placeholders(question, workload, policy)
     return question
+
+
+def _with_placeholders(question: FitQuestion, workload: Workload, policy: Policy) -> FitQuestion:
+    """``question`` with the gang of YuniKorn's placeholder pods, when its task groups are
+    judged (:func:`policies.yunikorn.placeholder_pod_sets`): a gang of its own (``minMember``
+    pods of ``minResource`` per group, with the group's placement), no queue or quota of
+    Volcano's or the scheduler-plugins' (YuniKorn's queues live in its configuration)."""
+    found = placeholder_pod_sets(workload, policy)
+    if found is None:
+        return question
+    sets, hard, timeout = found
+    fits = _spec_fits(sets)
+    if fits is None:
+        return question
+    gang = _question(_rows(sets, fits, True, 0), sets, True, 0, None, None, None, None, policy)
+    if gang is None:
+        return question
+    return dataclasses.replace(question, placeholders=gang, placeholder_hard=hard,
+                               placeholder_timeout=timeout)
 
 
 def _scheduler_queues(workload: Workload) -> tuple[QueueRef, ...]:
     """The Kueue LocalQueue (whatever schedules the pods: Kueue admits the workload) and the
-    KAI queue (only when KAI schedules some of its pods) the workload names."""
+    KAI queue (only when KAI schedules some of its pods, or it is a gang without pods of a
+    kind KAI schedules: a KAI PodGroup) the workload names."""
     found: list[QueueRef] = []
+    podless_kai = not workload.spec.pod_sets and workload.spec.default_scheduler == KAI_SCHEDULER
     for q in workload.queues:
         if not q.explicit or any(f.system == q.system for f in found):
             continue
-        if q.system == "kueue" or (q.system == "kai" and any(
-                p.scheduler == KAI_SCHEDULER for p in workload.pod_sets)):
+        if q.system == "kueue" or (q.system == "kai" and (podless_kai or any(
+                p.scheduler == KAI_SCHEDULER for p in workload.pod_sets))):
             found.append(q)
     return tuple(found)
 
@@ -403,7 +451,9 @@ def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
                   queue: QueueRef | None, namespace: str | None, group_fields: tuple[Any, ...] | None,
                   policy: Policy) -> FitQuestion:
     """The :class:`FitQuestion` of :func:`fit_question`'s inputs."""
-    demands = [Demand(*row, _own_placement(row[6], pod_set.spec))
+    # Share resources are no node's capacity: out of the units (equal units stay one object).
+    units = {id(row[3]): without_shares(row[3], policy) for row in rows}
+    demands = [Demand(*row[:3], units[id(row[3])], *row[4:], _own_placement(row[6], pod_set.spec))
                for row, pod_set in zip(rows, sets, strict=True)]
     groups = None if group_fields is None else GroupQuestion(*group_fields)
     # Once per distinct placement and request: pod sets of one template share them.
@@ -424,17 +474,18 @@ def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
         gpu_resources=frozenset(r for units in requests for r, v in units if v > 0 and r in gpu_names),
         supernode_labels=tuple(policy.gpu.get("supernodeLabels", [])),
         autoscaling=bool(policy.feasibility.get("autoscaling")),
-        label_keys=label_keys, extended_toleration=mode)
+        label_keys=label_keys, extended_toleration=mode, shares=share_asks(sets, policy))
 
 
 def _declared_question(workload: Workload, policy: Policy) -> FitQuestion | None:
-    """The question of a gang that has no pods of its own but declares its minimum resources
-    (a Volcano PodGroup): its queue must admit it and can ever hold that minimum. An amount
+    """The question of a gang that has no pods of its own (a Volcano or KAI PodGroup): its queue
+    must admit it and can ever hold the minimum resources it declares (Volcano's). An amount
     that does not parse is left out (a smaller need never makes a false "never")."""
     queue = _volcano_queue(workload)
-    if queue is None:
+    others = _scheduler_queues(workload)
+    if queue is None and not others:
         return None
-    declared = resolve(workload.doc, workload.spec.min_resources or "")
+    declared = resolve(workload.doc, workload.spec.min_resources) if workload.spec.min_resources else None
     need: dict[str, int] = {}
     for resource, raw in (declared.items() if isinstance(declared, dict) else ()):
         try:
@@ -446,7 +497,7 @@ def _declared_question(workload: Workload, policy: Policy) -> FitQuestion | None
     return FitQuestion(demands=(), flexible_min=0, queue=queue, namespace=workload.namespace, groups=None,
                        gpu_resources=frozenset(), supernode_labels=(),
                        autoscaling=bool(policy.feasibility.get("autoscaling")), label_keys=(),
-                       declared=tuple(sorted(need.items())))
+                       declared=tuple(sorted(need.items())), scheduler_queues=others)
 
 
 def _volcano_queue(workload: Workload) -> QueueRef | None:

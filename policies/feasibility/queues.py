@@ -6,7 +6,7 @@ job shape: only the amounts are compared per job."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -16,6 +16,7 @@ from policies.topology import Topology
 from policies.workload import QueueRef
 
 from .capacity import _Set
+from .kueue import SetNeed, kueue_checks
 from .outcomes import Cause, Outcome, Verdict, _fmt1
 
 
@@ -88,20 +89,31 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int], au
 
 
 def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Mapping[str, int],
-                            namespace: str | None, admitted: bool = False) -> Outcome | None:
+                            namespace: str | None, admitted: bool = False, sets: Sequence[SetNeed] = (),
+                            kueue_excluded: Sequence[str] = ()) -> Outcome | None:
     """Kueue LocalQueues and KAI queues: never when a KAI queue's limit (its own or an
-    ancestor's) is below the gang's minimum; waits when the queue named does not exist yet
-    (Kueue and KAI hold the workload until it is created; judged only where the snapshot
-    shows queues of that system at all). ``admitted``: an UPDATE that keeps its queue: the
-    queue's existence is not judged again."""
+    ancestor's) is below the gang's minimum, or the Kueue ClusterQueue can never admit it
+    (:mod:`policies.feasibility.kueue`; ``sets``: each pod set's minimum need); waits when the
+    queue named does not exist yet (Kueue and KAI hold the workload until it is created; judged
+    only where the snapshot shows queues of that system at all) or for Kueue quota.
+    ``admitted``: an UPDATE that keeps its queue: the queue's existence is not judged again."""
     waits: Outcome | None = None
     for ref in refs:
-        if ref.system == "kueue" and topo.local_queues and not admitted:
+        if ref.system == "kueue" and topo.local_queues:
             if namespace is not None:
                 known = (namespace, ref.name) in topo.local_queues
+                targets = {topo.local_queues[(namespace, ref.name)]} if known else set()
             else:  # a manifest without a namespace: any namespace it may land in
-                known = any(name == ref.name for _, name in topo.local_queues)
-            if not known and waits is None:
+                targets = {cq for (_, name), cq in topo.local_queues.items() if name == ref.name}
+                known = bool(targets)
+            if len(targets) == 1 and next(iter(targets)):
+                found = kueue_checks(ref.name, next(iter(targets)), topo, need, sets, ref.path,
+                                     kueue_excluded, admitted)
+                if found is not None and found.verdict == Verdict.NEVER:
+                    return found
+                if found is not None and waits is None:
+                    waits = found
+            if not known and waits is None and not admitted:
                 where = f" in namespace `{namespace}`" if namespace is not None else ""
                 waits = Outcome("", Verdict.WAITS, Cause.QUEUE_ABSENT,
                                 f"Kueue LocalQueue `{ref.name}` does not exist{where}: Kueue holds the "

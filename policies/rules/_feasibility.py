@@ -35,13 +35,19 @@ _RULES: Mapping[str, str] = {
     "fits": "",
     "queue-missing": "GG306", "queue-not-leaf": "GG306", "queue-closed": "GG306",
     "queue-never-holds": "GG402", "quota-never-holds": "GG402",
-    "nodes-never-hold": "GG403", "nodes-hold-part": "GG403",
+    "nodes-never-hold": "GG403", "nodes-hold-part": "GG403", "share-never-fits": "GG403",
+    "placeholders-never-hold": "GG403", "placeholders-time-out": "GG403",
     "waits-for-queue": "GG404", "waits-for-room": "GG404", "waits-for-new-nodes": "GG404",
     "queue-absent": "GG306",
     "supernodes-never-hold": "GG405",
     "budget-spent": "GG406", "empty-snapshot": "GG406", "no-topology": "GG406", "stale-topology": "GG406",
-    "not-checked": "GG406",
+    "not-checked": "GG406", "devices-unknown": "GG406",
 }
+
+
+# Causes of a never for a workload that runs all the same (policies.feasibility.STILL_RUNS):
+# a warning, whatever the rule's severity.
+_STILL_RUNS = frozenset({"nodes-hold-part", "placeholders-time-out"})
 
 
 def rule_for(cause: Cause) -> str:
@@ -52,8 +58,8 @@ def rule_for(cause: Cause) -> str:
 @dataclass
 class Reported:
     """An outcome of one member cluster as the rules report it: with its rule and, where
-    the cause fixes one, its severity (a partial fit of a workload that is not a gang is a
-    warning)."""
+    the cause fixes one, its severity (a partial fit of a workload that is not a gang, or a
+    YuniKorn Soft gang that times out, is a warning)."""
 
     cluster: str
     verdict: Verdict
@@ -70,7 +76,7 @@ class Reported:
     @classmethod
     def of(cls, out: Outcome) -> Reported:
         """``out`` (whose containers the caller owns) with its rule and severity."""
-        severity = Severity.WARNING if out.cause == "nodes-hold-part" else None
+        severity = Severity.WARNING if out.cause in _STILL_RUNS else None
         return cls(out.cluster, out.verdict, rule_for(out.cause), out.message, out.path, out.witness,
                    severity, out.rows, out.notes, out.cause, out.facts)
 

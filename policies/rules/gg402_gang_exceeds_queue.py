@@ -8,7 +8,12 @@ per resource, and never more than a parent queue's capability. For kube-queue
 (ElasticQuotaTree, seed 002) the `max` of the namespace's quota node and of its
 ancestors bounds every job. A Volcano PodGroup of its own is judged on its
 `minResources`. For KAI Scheduler (label `kai.scheduler/queue`, pods KAI schedules) the
-queue's `limit` of each resource, and its parent queues', bound the gang. A gang above
+queue's `limit` of each resource, and its parent queues', bound the gang. For Kueue (label
+`kueue.x-k8s.io/queue-name`), the ClusterQueue its LocalQueue points at must cover every
+resource asked ("resource X unavailable in ClusterQueue"), and some flavor of each resource
+group must hold each pod set within the most the ClusterQueue can ever get of it: its nominal
+quota plus what it may borrow up its cohort tree (borrowing limits; what other queues lend,
+within their lending limits), as Kueue's flavor assigner computes it. A gang above
 such a limit waits forever; this is an error.
 
 A gang that is within the limit but above what is *left* now (other pod groups are
@@ -105,6 +110,7 @@ from collections.abc import Iterator
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity
 from policies.gpu import GPU_RESOURCES
+from policies.options import Option
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
 
@@ -113,8 +119,14 @@ SLUG = "gang-exceeds-queue"
 SEVERITY = Severity.ERROR
 SEES = Sees()
 NEEDS_TOPOLOGY = True
+KUEUE_EXCLUDED = Option(
+    "queues.kueueExcludeResourcePrefixes", {"type": "array", "items": {"type": "string"}}, [],
+    "Resource name prefixes Kueue does not account: set it to Kueue's own "
+    "`resources.excludeResourcePrefixes` (its manager configuration, which gpugate cannot see). A "
+    "resource no ClusterQueue resource group covers is otherwise an error, as Kueue never admits such a "
+    "workload.")
 OPTIONS = ("feasibility.mode", "feasibility.autoscaling", "feasibility.staleAfterSeconds",
-           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES)
+           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, KUEUE_EXCLUDED)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -19,6 +19,24 @@ placed one by one (Deployment, StatefulSet, batch Job) are rejected only when no
 of their pods fits; if only part of the replicas can ever fit, this is a warning.
 With `feasibility.autoscaling: true` node shortages are not final (GG404 instead).
 
+Shares of one device (`gpu.shares`: HAMi's `nvidia.com/gpumem`, `nvidia.com/gpumem-percentage`
+and `nvidia.com/gpucores`, Volcano vGPU's `volcano.sh/vgpu-*`, Alibaba's `aliyun.com/gpu-mem` and
+`aliyun.com/gpu-core.percentage`) are not node capacity and are never compared with a node's
+allocatable. Each container's share is held against one device: a percent share above 100
+never fits, nor a memory share above the largest device any node registers (HAMi's
+`hami.io/node-nvidia-register` annotation; for Alibaba, a node's `aliyun.com/gpu-mem` divided by
+its `aliyun.com/gpu-count`). With no node showing its devices, nothing is said of the shares.
+
+Under YuniKorn the pods are placed one by one; its gang is the placeholder pods of the
+task groups (`yunikorn.apache.org/task-groups`, read as GG407 says), which must all be
+placed first: `minMember` pods of `minResource` per group, with the group's node selector,
+tolerations and required node affinity (and the tolerations gpugate's own webhook gives
+them). Placeholders that can never all be placed are an error with
+`gangSchedulingStyle=Hard` (YuniKorn fails the application at the placeholder timeout), a
+warning with `Soft`, its default (after the timeout it places the pods one by one). The
+gang is judged only when YuniKorn surely creates those placeholders: one application ID
+and one definition for all the pods, and placeholders the API server admits.
+
 ```yaml cluster
 apiVersion: v1
 kind: List
@@ -104,7 +122,7 @@ from collections.abc import Iterator
 
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity
-from policies.gpu import GPU_RESOURCES
+from policies.gpu import GPU_RESOURCES, GPU_SHARES
 from policies.options import Option
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
@@ -126,7 +144,7 @@ EXTENDED_RESOURCE_TOLERATION = Option(
     "resource tolerates `<resource>:NoSchedule` taints. `auto`: on for a snapshot whose nodes carry "
     "GKE labels.")
 OPTIONS = (MODE, AUTOSCALING, EXTENDED_RESOURCE_TOLERATION, "feasibility.staleAfterSeconds",
-           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES)
+           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, GPU_SHARES)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -2,8 +2,9 @@
 
 Not an error: the gang is valid and runs once resources are released. The message
 says what is short: room in the queue (the running and inqueue PodGroups of the
-queue hold part of its capability), free node resources, or free supernode slots for
-GPU groups. Seed 001: a second RayCluster of 3 CPU / 4Gi in `kuberay-test-queue`
+queue hold part of its capability), Kueue quota (the ClusterQueue's admitted workloads,
+and its cohort's, reserve what the gang needs in every flavor), free node resources, or free
+supernode slots for GPU groups. Seed 001: a second RayCluster of 3 CPU / 4Gi in `kuberay-test-queue`
 (capability 4 CPU / 6Gi) while the first one runs stays Pending until the first one
 is deleted; Volcano reports `NotEnoughResources`, gpugate warns at submission.
 

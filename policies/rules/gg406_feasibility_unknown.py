@@ -5,8 +5,11 @@ When gpugate cannot prove anything it does not judge: no queue or capacity verdi
 list is empty, a member cluster's snapshot has no nodes, the check ran past its budget
 (`feasibility.budgetMilliseconds`, or the webhook's deadline), or a part of the check
 had no data: a workload with a GPU group size on a cluster without supernode labels
-or tier-1 HyperNodes (its groups are not checked). Said aloud when the live topology
-has not been synced yet, or not confirmed by the API server for longer than
+or tier-1 HyperNodes (its groups are not checked), or DRA claims whose devices cannot be
+counted (a missing DeviceClass, claim, template or ResourceSlice, a pool being updated, a
+selector that does not evaluate, a driver's opaque config: the reasons are named), or that
+are counted only as an upper bound (`firstAvailable`, `matchAttribute`; a note on a fit).
+Said aloud when the live topology has not been synced yet, or not confirmed by the API server for longer than
 `feasibility.staleAfterSeconds` (default 5 s): a warning naming the age
 (`topology is 12s old ...: queue and capacity rules not applied`), which kubectl
 prints, so an impossible gang is never admitted silently; with

@@ -2,12 +2,12 @@
 
 Each project validates its own kinds when they are submitted: Volcano's admission webhook,
 KubeRay's validation, the training-operator's and Trainer's webhooks, JobSet's and
-LeaderWorkerSet's webhooks, and the CRD schemas. gpugate refuses first, in the linter and at
-admission, what those checks would refuse and can be decided from the object alone, with the
-project's reason in plain words. Kinds whose webhook runs these checks on CREATE only
-(Volcano Jobs, JobSets, TrainingRuntimes) are not judged again on UPDATE. `docs/kinds.md`
-lists every upstream check and the rule that covers it, or why it cannot be decided before
-admission.
+LeaderWorkerSet's webhooks, KAI Scheduler's PodGroup and Queue webhooks, and the CRD schemas.
+gpugate refuses first, in the linter and at admission, what those checks would refuse and can
+be decided from the object alone, with the project's reason in plain words. Kinds whose
+webhook runs these checks on CREATE only (Volcano Jobs, JobSets, TrainingRuntimes) are not
+judged again on UPDATE. `docs/kinds.md` lists every upstream check and the rule that covers
+it, or why it cannot be decided before admission.
 
 ```yaml pass
 apiVersion: batch.volcano.sh/v1alpha1

@@ -10,7 +10,9 @@ node selector or a toleration list becomes a few array comparisons.
 
 Besides nodes: Volcano Queues and PodGroups (what each queue holds), the
 ElasticQuotaTree (kube-queue quotas), HyperNodes (supernodes by tier), Kueue LocalQueues,
-KAI Scheduler Queues and Kubeflow Trainer runtimes.
+ClusterQueues, Cohorts and ResourceFlavors, KAI Scheduler Queues, DRA DeviceClasses,
+ResourceSlices, ResourceClaims and their templates, and what other objects
+name: Kubeflow Trainer runtimes and the Workload API's Workloads and PodGroups.
 
 Events are cheap: a slot is found through a name index, rows are written in place,
 arrays grow geometrically, and derived data (eligibility masks, supernodes) is cached
@@ -22,12 +24,15 @@ that never look at it. Heartbeats move nothing. Not thread-safe.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from policies.config import Policy
 from policies.memo import SnapshotMemo
+from policies.topology.devices import DEVICE_KINDS, DeviceObjects
+from policies.topology.named import NAMED, NamedObjects
 from policies.topology.nodes import HARD_EFFECTS, Taint, Units, _key, units_of
 from policies.topology.pods import TERMINATED_PHASES
 from policies.topology.queues import (
@@ -37,7 +42,6 @@ from policies.topology.queues import (
     QuotaNode,
     SupernodeLayout,
 )
-from policies.topology.runtimes import Runtimes
 from policies.topology.scheduler_queues import KaiQueueInfo
 
 __all__ = ["Topology", "ClusterSnapshot", "SupernodeLayout", "QueueInfo", "PodGroupInfo", "QuotaNode",
@@ -52,9 +56,14 @@ WATCHED: dict[tuple[str, str], str] = {
     ("topology.volcano.sh", "HyperNode"): "HyperNode",
     ("scheduling.sigs.k8s.io", "ElasticQuotaTree"): "ElasticQuotaTree",
     ("kueue.x-k8s.io", "LocalQueue"): "LocalQueue",
+    ("kueue.x-k8s.io", "ClusterQueue"): "ClusterQueue", ("kueue.x-k8s.io", "Cohort"): "Cohort",
+    ("kueue.x-k8s.io", "ResourceFlavor"): "ResourceFlavor",
     ("scheduling.run.ai", "Queue"): "KAIQueue",
     ("trainer.kubeflow.org", "TrainingRuntime"): "TrainingRuntime",
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "ClusterTrainingRuntime",
+    ("scheduling.k8s.io", "Workload"): "Workload",
+    ("scheduling.k8s.io", "PodGroup"): "WorkloadAPIPodGroup",
+    **{("resource.k8s.io", kind): kind for kind in DEVICE_KINDS},
 }
 # name -> (group, kind)
 WATCHED_KINDS: dict[str, tuple[str, str]] = {name: group_kind for group_kind, name in WATCHED.items()}
@@ -64,21 +73,28 @@ CACHE_ENTRIES = 1024
 CACHE_BYTES = 16 * 1024 * 1024
 
 
-class Topology(Runtimes):
+class Topology(NamedObjects, DeviceObjects):
     """Nodes, pods, queues, pod groups, quotas and hypernodes of one cluster."""
 
     def __init__(self, policy: Policy | None = None) -> None:
         super().__init__(policy or Policy(), SnapshotMemo(CACHE_ENTRIES, CACHE_BYTES))
         # Whole answers (policies.feasibility.OutcomeMemo), checked against state_versions().
         self.outcome_memo: Any = None
+        self._init_devices()
         # Functions, not bound methods: a Topology that refers to itself is a reference cycle,
         # freed only by a full collection (a replaced --cluster snapshot in the webhook).
         cls = type(self)
-        self._handlers = {"Node": cls._apply_node, "Pod": cls._apply_pod, "Queue": cls._apply_queue,
+        self._handlers: dict[str, Callable[[Topology, Mapping[str, Any], bool], None]] = {
+                          "Node": cls._apply_node, "Pod": cls._apply_pod, "Queue": cls._apply_queue,
                           "PodGroup": cls._apply_podgroup, "HyperNode": cls._apply_hypernode,
                           "ElasticQuotaTree": cls._apply_elasticquotatree,
                           "LocalQueue": cls._apply_local_queue, "KAIQueue": cls._apply_kai_queue,
-                          "TrainingRuntime": cls._apply_runtime, "ClusterTrainingRuntime": cls._apply_runtime}
+                          "ClusterQueue": cls._apply_cluster_queue, "Cohort": cls._apply_cohort,
+                          "ResourceFlavor": cls._apply_resource_flavor,
+                          "DeviceClass": cls._apply_device_class, "ResourceSlice": cls._apply_resource_slice,
+                          "ResourceClaim": cls._apply_resource_claim,
+                          "ResourceClaimTemplate": cls._apply_claim_template,
+                          **{name: functools.partial(cls._apply_named, name=name) for name in NAMED}}
 
     @property
     def cache(self) -> dict[Any, tuple[Any, Any, int]]:
@@ -94,10 +110,8 @@ class Topology(Runtimes):
         return {"Node": self.node_index, "Pod": self._pods, "Queue": self.queues,
                 "PodGroup": self.podgroups, "HyperNode": self.hypernodes,
                 "ElasticQuotaTree": self.quota_trees, "LocalQueue": self.local_queues,
-                "KAIQueue": self.kai_queues,
-                "TrainingRuntime": {k[1:]: v for k, v in self.runtimes.items() if k[0] == "TrainingRuntime"},
-                "ClusterTrainingRuntime": {k[2]: v for k, v in self.runtimes.items()
-                                           if k[0] == "ClusterTrainingRuntime"}}
+                "KAIQueue": self.kai_queues, "ClusterQueue": self.cluster_queues, "Cohort": self.cohorts,
+                "ResourceFlavor": self.resource_flavors, **self.named, **self._device_stores()}
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -117,9 +131,10 @@ class Topology(Runtimes):
         return {"Node": len(self.node_index), "Pod": len(self._pods), "Queue": len(self.queues),
                 "PodGroup": len(self.podgroups), "HyperNode": len(self.hypernodes),
                 "ElasticQuotaTree": len(self.quota_trees), "LocalQueue": len(self.local_queues),
-                "KAIQueue": len(self.kai_queues),
-                "TrainingRuntime": sum(k[0] == "TrainingRuntime" for k in self.runtimes),
-                "ClusterTrainingRuntime": sum(k[0] == "ClusterTrainingRuntime" for k in self.runtimes)}
+                "KAIQueue": len(self.kai_queues), "ClusterQueue": len(self.cluster_queues),
+                "Cohort": len(self.cohorts), "ResourceFlavor": len(self.resource_flavors),
+                **{name: len(store) for name, store in self.named.items()},
+                **{name: len(store) for name, store in self._device_stores().items()}}
 
     def apply(self, event: str, obj: dict[str, Any]) -> None:
         """One watch event. Unknown kinds and malformed objects are ignored."""
@@ -158,7 +173,8 @@ class Topology(Runtimes):
         one of them (a change of nothing, such as a heartbeat, moves none)."""
         return (self.nodeset_version, self.taint_version, self.cordon_version, self.alloc_version,
                 self.used_version, self.hypernode_version, self.queue_version, self.podgroup_version,
-                self.quota_version, *[self._key_versions.get(k, 0) for k in label_keys])
+                self.quota_version, self.device_version, self.dra_version,
+                *[self._key_versions.get(k, 0) for k in label_keys])
 
     def state_stamp(self) -> int:
         """One number that moves whenever any version counter does: they only grow, and a
@@ -166,7 +182,7 @@ class Topology(Runtimes):
         :meth:`state_versions` and :meth:`supernode_versions` whatever the keys."""
         return (self.label_version + self.nodeset_version + self.taint_version + self.cordon_version
                 + self.hypernode_version + self.alloc_version + self.used_version + self.queue_version
-                + self.podgroup_version + self.quota_version)
+                + self.podgroup_version + self.quota_version + self.device_version + self.dra_version)
 
 @dataclass
 class ClusterSnapshot:

@@ -4,6 +4,7 @@ boolean matrix, and the queries node eligibility is computed with."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -25,6 +26,45 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 log = logging.getLogger("gpugate.topology")
 
 Units = dict[str, int]
+
+# Node annotations in which a device-sharing scheduler's device plugin registers each device with
+# its memory (MiB): HAMi's, "{uuid},{split count},{memory},{cores},{type},{numa},{healthy}:" per
+# device, or in newer releases a JSON list of objects with "devmem". Read for the largest device a
+# node has (policies.feasibility.shares).
+DEVICE_REGISTERS = ("hami.io/node-nvidia-register",)
+_MAX_REGISTER_CHARS = 64 * 1024
+
+
+def registered_device_memory(text: Any) -> int | None:
+    """The largest device memory (MiB) a device-register annotation names; None when it names no
+    device or cannot be read whole (never a guess: it bounds what a pod may ask of a device)."""
+    if not isinstance(text, str) or not text.strip() or len(text) > _MAX_REGISTER_CHARS:
+        return None
+    largest: int | None = None
+    try:
+        if text.lstrip().startswith("["):
+            devices = json.loads(text)
+            if not isinstance(devices, list):
+                return None
+            for device in devices:
+                memory = device.get("devmem") if isinstance(device, dict) else None
+                if type(memory) is not int or memory < 0:
+                    return None
+                largest = memory if largest is None else max(largest, memory)
+            return largest
+        for device in text.split(":"):
+            if not device.strip():
+                continue
+            fields = device.split(",")
+            if len(fields) < 4:
+                return None
+            memory = int(fields[2])
+            if memory < 0:
+                return None
+            largest = memory if largest is None else max(largest, memory)
+    except (ValueError, RecursionError):
+        return None
+    return largest
 
 
 def units_of(values: Any) -> Units:
@@ -116,6 +156,9 @@ class NodeArrays:
         self.alloc_version = 0                  # a node's allocatable changed
         self.used_version = 0                   # what the pods on a node hold changed
         self._key_versions: dict[str, int] = {}  # per label key
+        # device-register annotation -> slot -> the largest device's memory (DEVICE_REGISTERS)
+        self.device_memory: dict[str, dict[int, int]] = {key: {} for key in DEVICE_REGISTERS}
+        self.device_version = 0
 
     def cached(self, key: Any, versions: Any) -> Any:
         """Derived data remembered under ``key``, if computed from these ``versions``."""
@@ -244,6 +287,23 @@ class NodeArrays:
         self.label_version += 1
         self.taint_version += 1
 
+    def _set_devices(self, slot: int, annotations: Mapping[str, Any]) -> None:
+        for key, by_slot in self.device_memory.items():
+            found = registered_device_memory(annotations.get(key))
+            if by_slot.get(slot) == found:
+                continue
+            if found is None:
+                del by_slot[slot]
+            else:
+                by_slot[slot] = found
+            self.device_version += 1
+
+    def largest_registered_device(self, key: str) -> int | None:
+        """The largest device memory any node registers in the annotation ``key``
+        (:data:`DEVICE_REGISTERS`); None when no node does."""
+        found = self.device_memory.get(key)
+        return max(found.values()) if found else None
+
     def _apply_node(self, obj: Mapping[str, Any], deleted: bool) -> None:
         _, name = _key(obj)
         if not name:
@@ -261,6 +321,7 @@ class NodeArrays:
             self.used_version += 1
             self._set_labels(slot, {})
             self._set_taints(slot, ())
+            self._set_devices(slot, {})
             self._alloc_hash[slot] = None
             self._free_slots.append(slot)
             self.label_version += 1
@@ -292,6 +353,7 @@ class NodeArrays:
             fresh = False
         self._set_labels(slot, _str_map(meta.get("labels")))
         self._set_taints(slot, _taints(spec.get("taints")))
+        self._set_devices(slot, _mapping(meta.get("annotations")))
         unschedulable = spec.get("unschedulable") is True
         if bool(self.unschedulable[slot]) != unschedulable:
             self.unschedulable[slot] = unschedulable

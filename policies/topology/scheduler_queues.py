@@ -1,5 +1,6 @@
 """The queues of schedulers other than Volcano: Kueue LocalQueues (the namespace's entry to a
-ClusterQueue) and KAI Scheduler Queues (hierarchical, with per-resource limits)."""
+ClusterQueue) with Kueue's quota objects (:mod:`policies.topology.kueue`), and KAI Scheduler
+Queues (hierarchical, with per-resource limits)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from policies.config import Policy
 from policies.memo import SnapshotMemo
+from policies.topology.kueue import KueueObjects
 from policies.topology.nodes import _key, _mapping
 from policies.topology.queues import QueuesAndHypernodes
 
@@ -26,7 +28,7 @@ class KaiQueueInfo:
     limits: Mapping[str, Fraction]      # scheduler units (millicores, bytes, devices); absent: none
 
 
-class SchedulerQueues(QueuesAndHypernodes):
+class SchedulerQueues(QueuesAndHypernodes, KueueObjects):
     """Kueue LocalQueues and KAI Queues, besides Volcano's (a queue of one of them moves
     ``queue_version`` like a Volcano Queue)."""
 
@@ -35,6 +37,7 @@ class SchedulerQueues(QueuesAndHypernodes):
         # (namespace, name) -> the ClusterQueue it points at
         self.local_queues: dict[tuple[str, str], str] = {}
         self.kai_queues: dict[str, KaiQueueInfo] = {}
+        self._init_kueue()
 
     def _apply_local_queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
         key = _key(obj)

@@ -15,11 +15,12 @@ Every validator is backed by the upstream project's own test tables, ported as d
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Refusal", "Validator", "validator"]
+__all__ = ["Refusal", "Validator", "validator", "go_duration_seconds"]
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,26 @@ def validator(name: str) -> Validator:
     module, _, function = name.rpartition(".")
     found: Validator = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     return found
+
+
+# Go's time.ParseDuration (what a Go webhook decoding a metav1.Duration accepts).
+_GO_DURATION = re.compile(r"[-+]?(?:0|(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+)")
+_GO_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
+                      "h": 3600.0}
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """``text`` as Go's ``time.ParseDuration`` reads it, in seconds; None when Go refuses it
+    (no unit, an unknown unit such as ``d``, no digits). Overflow is not judged: a duration
+    that long is let through."""
+    if not _GO_DURATION.fullmatch(text):
+        return None
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0.0
+    total = 0.0
+    for number, unit in _GO_DURATION_PART.findall(body):
+        total += float(number) * _GO_DURATION_UNITS[unit]
+    return sign * total

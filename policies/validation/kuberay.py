@@ -29,7 +29,7 @@ from policies.names import DNS1123_LABEL as _DNS1123_LABEL
 from policies.names import DNS1123_SUBDOMAIN as _DNS1123_SUBDOMAIN
 from policies.names import LABEL_VALUE as _LABEL_VALUE
 from policies.names import QUALIFIED_NAME as _QUALIFIED_NAME
-from policies.validation import Refusal
+from policies.validation import Refusal, go_duration_seconds
 from policies.workload import MISSING, resolve
 from policies.yamlvalues import DocumentError, values
 
@@ -43,9 +43,6 @@ _MAX_SERVICE_NAME = _MAX_CLUSTER_NAME - 6
 
 # k8s.io/apimachinery's generic version: leading digits, dot-separated, anything after ignored.
 _GENERIC_VERSION = re.compile(r"\s*v?([0-9]+(?:\.[0-9]+)*)(.*)", re.DOTALL)
-# Go's time.ParseDuration.
-_GO_DURATION = re.compile(r"[-+]?(?:0|(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+)")
-_GO_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
 
 _AUTOSCALER_V2_ENV = "RAY_enable_autoscaler_v2"
 _FT_ANNOTATION = "ray.io/ft-enabled"
@@ -160,7 +157,7 @@ def _initializing_timeout(annotations: dict[str, Any]) -> Iterator[Refusal]:
     if not isinstance(value, str) or not value:
         return
     path = "/metadata/annotations/" + _INIT_TIMEOUT_ANNOTATION.replace("/", "~1")
-    seconds = _go_duration_seconds(value)
+    seconds = go_duration_seconds(value)
     if seconds is None:
         seconds = _go_atoi(value)
         if seconds is None:
@@ -860,20 +857,6 @@ def _version(text: str) -> tuple[int, ...] | None:
     if len(parts) < 2:
         return None
     return parts + (0,) * max(0, 3 - len(parts))
-
-
-def _go_duration_seconds(text: str) -> float | None:
-    if not _GO_DURATION.fullmatch(text):
-        return None
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
-    if body == "0":
-        return 0.0
-    scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    total = 0.0
-    for number, unit in _GO_DURATION_PART.findall(body):
-        total += float(number) * scale[unit]
-    return sign * total
 
 
 def _go_atoi(text: str) -> int | None:

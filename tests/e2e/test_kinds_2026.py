@@ -10,9 +10,16 @@ each is mutated and judged at admission as documented (``policies/kinds.py``).
 - Kubeflow Trainer v2: a ClusterTrainingRuntime's templates are templates (judged, never
   placed); a TrainJob's derived pods that can never fit are refused (GG403).
 
-Not here: the Workload API (``scheduling.k8s.io``), not served by Kubernetes 1.28; KAI's
-PodGroups and Queues (``scheduling.run.ai``), which the webhook configurations do not route
-to gpugate.
+- KAI's own objects (``scheduling.run.ai``): a PodGroup or Queue KAI's webhook would refuse is
+  refused (GG601; KAI's webhook is not installed here, its CRDs are), a PodGroup the podgrouper
+  made (an owner reference) is admitted untouched, and one naming a KAI queue that does not
+  exist is admitted with a GG306 warning.
+
+- Kueue's quota objects (``kueue.x-k8s.io``, CRDs only): a pod its ClusterQueue can never admit
+  is refused (GG402); one whose LocalQueue points at a missing ClusterQueue is admitted with a
+  GG306 warning.
+
+Not here: the Workload API (``scheduling.k8s.io``), not served by Kubernetes 1.28.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ pytestmark = pytest.mark.e2e
 RESOURCES = {
     "JobSet": ("jobsets", False), "LeaderWorkerSet": ("leaderworkersets", False),
     "TrainJob": ("trainjobs", False), "ClusterTrainingRuntime": ("clustertrainingruntimes", True),
+    "PodGroup": ("podgroups", False), "Queue": ("queues", True),
 }
 NEVER = {"GG402", "GG403", "GG404", "GG405"}
 
@@ -292,3 +300,85 @@ def test_kai_queue_read_from_the_cluster(crds: Session, namespace: str) -> None:
     finally:
         with contextlib.suppress(Exception):
             e2e.api.request("DELETE", resource_path("scheduling.run.ai/v2", "queues", None, name))
+
+
+def test_kai_podgroups_and_queues_judged(crds: Session, namespace: str) -> None:
+    """The webhook configurations route KAI's PodGroups and Queues to gpugate: what KAI's own
+    webhook refuses is refused (GG601), a podgrouper's PodGroup (owner reference without
+    ``controller``) passes untouched, a missing KAI queue is a GG306 warning."""
+    e2e, ns = crds, namespace
+    name = f"kai-pg-{namespace}"[:60]
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    kai_queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
+                 "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}}}
+    bare = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name + "-bare"},
+            "spec": {"parentQueue": name}}
+    refused = eventually(lambda: create(e2e, bare, dry_run=True), lambda r: denied_for(r, "GG601"))
+    assert denied_for(refused, "GG601") and "spec.resources" in refused.message, refused
+    assert create(e2e, kai_queue).status == 201
+    try:
+        def podgroup(pg_name: str, queue_name: str, **spec: Any) -> dict[str, Any]:
+            return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                    "metadata": {"name": pg_name, "namespace": ns},
+                    "spec": {"minMember": 2, "queue": queue_name, **spec}}
+
+        twice = podgroup("twice", name, subGroups=[{"name": "a", "minMember": 1}] * 2)
+        denied = create(e2e, twice, dry_run=True)
+        assert denied_for(denied, "GG601") and "duplicate subGroup names" in denied.message, denied
+        twice["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                                 "uid": "00000000-0000-0000-0000-000000000001"}]
+        made = create(e2e, twice, dry_run=True)
+        assert made.status == 201 and not rules(made), made
+        # once gpugate's live view holds the new queue: KAI queues are judged
+        absent = eventually(lambda: create(e2e, podgroup("absent", "no-such-kai-queue"), dry_run=True),
+                            lambda r: "GG306" in rules(r))
+        assert absent.status == 201 and "GG306" in rules(absent), absent
+        fine = eventually(lambda: create(e2e, podgroup("fine", name), dry_run=True), lambda r: not rules(r))
+        assert fine.status == 201 and not rules(fine), fine
+    finally:
+        with contextlib.suppress(Exception):
+            e2e.api.request("DELETE", _path(kai_queue))
+
+
+# -- Kueue quota -----------------------------------------------------------------------------
+
+def test_kueue_quota_read_from_the_cluster(crds: Session, namespace: str) -> None:
+    """gpugate's live view holds the cluster's Kueue LocalQueues, ClusterQueues and
+    ResourceFlavors (Kueue's CRDs, not its controller): a pod whose LocalQueue's ClusterQueue can
+    never grant its GPUs is refused in Kueue's terms (GG402, "insufficient quota"); within the
+    quota, admitted; a LocalQueue pointing at a ClusterQueue that does not exist, admitted with
+    a GG306 warning (Kueue holds the workload)."""
+    e2e, ns, group = crds, namespace, namespace
+    two_training_nodes(e2e, group)
+    name = f"kq-{namespace}"[:60]
+    api = "kueue.x-k8s.io/v1beta1"
+    flavor = {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": name}}
+    cluster_queue = {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {
+        "namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+            "flavors": [{"name": name, "resources": [
+                {"name": "cpu", "nominalQuota": 64}, {"name": "memory", "nominalQuota": "256Gi"},
+                {"name": "nvidia.com/gpu", "nominalQuota": 4}]}]}]}}
+    local_queues = [{"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": lq, "namespace": ns},
+                     "spec": {"clusterQueue": cq}} for lq, cq in (("team", name), ("orphan", f"{name}-gone"))]
+    made = [(flavor, "resourceflavors", None), (cluster_queue, "clusterqueues", None),
+            *((lq, "localqueues", ns) for lq in local_queues)]
+    for obj, plural, where in made:
+        assert e2e.api.request("POST", resource_path(api, plural, where), obj).status == 201
+    try:
+        def queued(pod_name: str, gpus: int, local_queue: str) -> dict[str, Any]:
+            made_pod = pod(ns, pod_name, group, gpus)
+            made_pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = local_queue
+            return made_pod
+
+        over = queued("over", 8, "team")
+        refused = eventually(lambda: e2e.api.create(over, dry_run=True), lambda r: denied_for(r, "GG402"))
+        assert denied_for(refused, "GG402") and "insufficient quota" in refused.message, refused
+        within = e2e.api.create(queued("within", 4, "team"), dry_run=True)
+        assert within.status == 201 and not NEVER & rules(within), within
+        held = e2e.api.create(queued("held", 4, "orphan"), dry_run=True)
+        assert held.status == 201 and "GG306" in rules(held), held
+    finally:
+        for obj, plural, where in reversed(made):
+            with contextlib.suppress(Exception):
+                e2e.api.request("DELETE", resource_path(api, plural, where, obj["metadata"]["name"]))

@@ -1,0 +1,154 @@
+"""Kueue's quota objects as a cluster holds them: ClusterQueues (resource groups of flavors with
+nominal quotas, borrowing and lending limits, their cohort, whether they are stopped, and the
+quota their admitted workloads reserve), Cohorts (a parent and quotas of their own) and
+ResourceFlavors (which exist). Read from ``v1beta2`` and ``v1beta1`` (``spec.cohortName`` or
+``spec.cohort``; a Cohort's ``spec.parentName`` or, ``v1alpha1``, ``spec.parent``).
+
+Amounts are kept in scheduler units (:func:`policies.quantity.scheduler_units`: millicores,
+bytes, devices). What the quotas allow is :mod:`policies.feasibility.kueue`'s business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from policies.topology.nodes import _key, _mapping, units_of
+
+__all__ = ["KueueQuota", "KueueResourceGroup", "KueueClusterQueue", "KueueCohort", "KueueObjects"]
+
+
+@dataclass(frozen=True)
+class KueueQuota:
+    nominal: int
+    borrowing: int | None = None    # borrowingLimit; None: no limit
+    lending: int | None = None      # lendingLimit; None: all of it may be lent
+
+
+@dataclass(frozen=True)
+class KueueResourceGroup:
+    covered: tuple[str, ...]
+    # (flavor, {resource: quota}) in the order Kueue tries them
+    flavors: tuple[tuple[str, Mapping[str, KueueQuota]], ...]
+
+
+@dataclass(frozen=True)
+class KueueClusterQueue:
+    name: str
+    cohort: str | None
+    groups: tuple[KueueResourceGroup, ...]
+    stopped: bool                       # stopPolicy Hold or HoldAndDrain: no new admissions
+    usage: Mapping[tuple[str, str], int]    # (flavor, resource) -> reserved now (status)
+
+
+@dataclass(frozen=True)
+class KueueCohort:
+    name: str
+    parent: str | None
+    groups: tuple[KueueResourceGroup, ...]
+
+
+def _units(resource: str, value: Any) -> int | None:
+    return units_of({resource: value}).get(resource)
+
+
+def _groups(spec: Mapping[str, Any]) -> tuple[KueueResourceGroup, ...]:
+    """The resource groups as written; a quota that does not parse is left out (the API server
+    refuses such objects; a missing quota only ever makes a smaller one)."""
+    out: list[KueueResourceGroup] = []
+    groups = spec.get("resourceGroups")
+    for group in groups if isinstance(groups, list) else []:
+        group = _mapping(group)
+        covered = group.get("coveredResources")
+        flavors: list[tuple[str, Mapping[str, KueueQuota]]] = []
+        raw_flavors = group.get("flavors")
+        for flavor in raw_flavors if isinstance(raw_flavors, list) else []:
+            flavor = _mapping(flavor)
+            name = flavor.get("name")
+            if not isinstance(name, str):
+                continue
+            quotas: dict[str, KueueQuota] = {}
+            raw_resources = flavor.get("resources")
+            for item in raw_resources if isinstance(raw_resources, list) else []:
+                item = _mapping(item)
+                resource = item.get("name")
+                if not isinstance(resource, str):
+                    continue
+                nominal = _units(resource, item.get("nominalQuota", 0))
+                if nominal is None:
+                    continue
+                borrowing = _units(resource, item["borrowingLimit"]) if "borrowingLimit" in item else None
+                lending = _units(resource, item["lendingLimit"]) if "lendingLimit" in item else None
+                quotas[resource] = KueueQuota(max(nominal, 0), borrowing, lending)
+            flavors.append((name, quotas))
+        names = tuple(r for r in covered if isinstance(r, str)) if isinstance(covered, list) else ()
+        out.append(KueueResourceGroup(names, tuple(flavors)))
+    return tuple(out)
+
+
+def _usage(status: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    usage: dict[tuple[str, str], int] = {}
+    flavors = status.get("flavorsReservation")
+    for flavor in flavors if isinstance(flavors, list) else []:
+        flavor = _mapping(flavor)
+        name = flavor.get("name")
+        resources = flavor.get("resources")
+        if not isinstance(name, str) or not isinstance(resources, list):
+            continue
+        for item in resources:
+            item = _mapping(item)
+            resource = item.get("name")
+            if not isinstance(resource, str):
+                continue
+            total = _units(resource, item.get("total", 0))
+            if total is not None:
+                usage[(name, resource)] = max(total, 0)
+    return usage
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class KueueObjects:
+    """ClusterQueues, Cohorts and ResourceFlavors by name (all cluster-scoped). A change moves
+    ``queue_version`` (of the class this is mixed into), as any queue's does."""
+
+    queue_version: int
+
+    def _init_kueue(self) -> None:
+        self.cluster_queues: dict[str, KueueClusterQueue] = {}
+        self.cohorts: dict[str, KueueCohort] = {}
+        self.resource_flavors: dict[str, bool] = {}
+
+    def _store(self, store: dict[str, Any], obj: Mapping[str, Any], deleted: bool, value: Any) -> None:
+        _, name = _key(obj)
+        if not name:
+            return
+        if deleted:
+            if store.pop(name, None) is not None:
+                self.queue_version += 1
+            return
+        if store.get(name) != value:
+            self.queue_version += 1
+        store[name] = value
+
+    def _apply_cluster_queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        spec, status = _mapping(obj.get("spec")), _mapping(obj.get("status"))
+        _, name = _key(obj)
+        stop = spec.get("stopPolicy")
+        value = None if deleted else KueueClusterQueue(
+            name, _text(spec.get("cohortName")) or _text(spec.get("cohort")), _groups(spec),
+            isinstance(stop, str) and stop != "None", _usage(status))
+        self._store(self.cluster_queues, obj, deleted, value)
+
+    def _apply_cohort(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        spec = _mapping(obj.get("spec"))
+        _, name = _key(obj)
+        value = None if deleted else KueueCohort(
+            name, _text(spec.get("parentName")) or _text(spec.get("parent")), _groups(spec))
+        self._store(self.cohorts, obj, deleted, value)
+
+    def _apply_resource_flavor(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        self._store(self.resource_flavors, obj, deleted, None if deleted else True)
