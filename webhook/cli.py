@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -114,6 +115,9 @@ def serve_main(argv: Sequence[str]) -> int:
                                 policy_source=lambda: policy.policy,
                                 options=WatchOptions(crd_retry_seconds=max(args.crd_retry_seconds, 1.0)))
     holder["topology"] = topology
+    # The feasibility check is imported on its first use (the linter without a cluster never
+    # loads it): here before serving, so that the first review's budget is not spent importing it.
+    importlib.import_module("policies.feasibility")
 
     webhook = Webhook(policy=policy, topology=topology, metrics=metrics, tls=tls,
                       overload_answer=args.overload_answer)
