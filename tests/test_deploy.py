@@ -37,7 +37,7 @@ TOPOLOGY_RESOURCES = {("", "nodes"), ("", "pods"), ("scheduling.volcano.sh", "qu
                       ("scheduling.volcano.sh", "podgroups"), ("topology.volcano.sh", "hypernodes"),
                       ("scheduling.sigs.k8s.io", "elasticquotatrees"), ("kueue.x-k8s.io", "localqueues"),
                       ("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "cohorts"),
-                      ("kueue.x-k8s.io", "resourceflavors"),
+                      ("kueue.x-k8s.io", "resourceflavors"), ("kueue.x-k8s.io", "topologies"),
                       ("scheduling.run.ai", "queues"), ("trainer.kubeflow.org", "trainingruntimes"),
                       ("trainer.kubeflow.org", "clustertrainingruntimes"), ("scheduling.k8s.io", "workloads"),
                       ("scheduling.k8s.io", "podgroups"), ("resource.k8s.io", "deviceclasses"),

@@ -413,6 +413,130 @@ def test_first_available_and_constraints_count_as_upper_bounds() -> None:
     assert verdict([*cluster([2]), paired], job(2, per_pod("paired")))[0] == Verdict.NEVER
 
 
+def on_root(index: int, product: str, root: str | None, driver_local: bool = True) -> Obj:
+    """A GPU whose ``pcieRoot`` is ``root`` (None: it has none); the standard attribute's domain
+    is not the driver's, so it is written qualified."""
+    device = gpu(index, product)
+    if root is not None:
+        device["attributes"]["resource.kubernetes.io/pcieRoot"] = {"string": root}
+    if not driver_local:        # the product written qualified, as another domain would
+        device["attributes"][f"{DRIVER}/productName"] = device["attributes"].pop("productName")
+    return device
+
+
+def matching(name: str, count: int, constraint: Obj, requests: int = 1) -> Obj:
+    return template(name, [exactly(f"r{i}", count) for i in range(requests)], [constraint])
+
+
+PRODUCT = {"matchAttribute": f"{DRIVER}/productName"}
+ROOT = {"matchAttribute": "resource.kubernetes.io/pcieRoot"}
+DISTINCT_ROOT = {"distinctAttribute": "resource.kubernetes.io/pcieRoot"}
+
+# Upstream semantics (staging/src/k8s.io/dynamic-resource-allocation/structured, allocator
+# matchAttributeConstraint / lookupAttribute, internal/incubating/constraint.go @45e50b1 for
+# distinctAttribute): every device of the bound requests has the attribute, one value for all
+# (match) or a different value each (distinct); a name of the driver's domain also reads the
+# attribute written without it. (devices per node, the template, pods, verdict)
+CONSTRAINT_CASES = [
+    # 3 A100 + 3 H100: 2 GPUs of one product per pod, 1 pod per product; counted alone, 3
+    ([[gpu(j, "A100") for j in range(3)] + [gpu(j + 3, "H100") for j in range(3)]],
+     matching("t", 2, PRODUCT), 2, Verdict.FITS),
+    ([[gpu(j, "A100") for j in range(3)] + [gpu(j + 3, "H100") for j in range(3)]],
+     matching("t", 2, PRODUCT), 3, Verdict.NEVER),
+    # 4 GPUs of one product: none has 4
+    ([[gpu(j, "A100") for j in range(3)] + [gpu(j + 3, "H100") for j in range(3)]],
+     matching("t", 4, PRODUCT), 1, Verdict.NEVER),
+    # two requests bound together: 1 + 1 of one product; two products of 2: 2 pods
+    ([[gpu(0, "A100"), gpu(1, "A100"), gpu(2, "H100"), gpu(3, "H100")]],
+     matching("t", 1, PRODUCT, requests=2), 2, Verdict.FITS),
+    ([[gpu(0, "A100"), gpu(1, "H100"), gpu(2, "V100")]], matching("t", 1, PRODUCT, requests=2), 1,
+     Verdict.NEVER),
+    # the same product on two nodes does not make a pod's pair
+    ([[gpu(0, "A100")], [gpu(0, "A100")]], matching("t", 2, PRODUCT), 1, Verdict.NEVER),
+    # the qualified name written on the device reads alike
+    ([[on_root(j, "A100", None, driver_local=False) for j in range(2)]], matching("t", 2, PRODUCT), 1,
+     Verdict.FITS),
+    # a PCIe root (another domain than the driver's): 2 GPUs on one root
+    ([[on_root(0, "A100", "pci0"), on_root(1, "A100", "pci1")]], matching("t", 2, ROOT), 1, Verdict.NEVER),
+    ([[on_root(0, "A100", "pci0"), on_root(1, "A100", "pci1"), on_root(2, "A100", "pci1")]],
+     matching("t", 2, ROOT), 1, Verdict.FITS),
+    # devices without the attribute cannot be chosen
+    ([[on_root(0, "A100", "pci0"), on_root(1, "A100", None), on_root(2, "A100", None)]],
+     matching("t", 2, ROOT), 1, Verdict.NEVER),
+    # distinct: 4 GPUs on 4 roots, not on 2
+    ([[on_root(j, "A100", f"pci{j % 2}") for j in range(8)]], matching("t", 4, DISTINCT_ROOT), 1,
+     Verdict.NEVER),
+    ([[on_root(j, "A100", f"pci{j % 4}") for j in range(8)]], matching("t", 4, DISTINCT_ROOT), 2,
+     Verdict.FITS),
+    ([[on_root(j, "A100", None) for j in range(8)]], matching("t", 1, DISTINCT_ROOT), 1, Verdict.NEVER),
+    # a constraint binding one request: the other takes any device
+    ([[on_root(0, "A100", "pci0"), on_root(1, "A100", None)]],
+     template("t", [exactly("gpu", 1), exactly("nic", 1)], [{"requests": ["gpu"], **ROOT}]), 1,
+     Verdict.FITS),
+    ([[on_root(0, "A100", None), on_root(1, "A100", None)]],
+     template("t", [exactly("gpu", 1), exactly("nic", 1)], [{"requests": ["gpu"], **ROOT}]), 1,
+     Verdict.NEVER),
+]
+
+
+@pytest.mark.parametrize(("per_node", "claim", "pods", "expected"), CONSTRAINT_CASES)
+def test_constraints_bind_the_devices_of_a_pod(
+    per_node: list[list[Obj]], claim: Obj, pods: int, expected: Verdict
+) -> None:
+    objects: list[Obj] = [device_class(), claim]
+    for i, devices in enumerate(per_node):
+        objects += [node(f"n{i}"), rslice(f"n{i}", devices)]
+    found, message = verdict(objects, job(pods, per_pod("t")))
+    assert found == expected, message
+    assert found != Verdict.NEVER or not _brute_force(
+        per_node, pods, [(r["exactly"]["count"], []) for r in claim["spec"]["spec"]["devices"]["requests"]],
+        _brute_constraints(claim),
+    )
+
+
+def _brute_constraints(claim: Obj) -> list[tuple[str, str, set[int]]]:
+    devices = claim["spec"]["spec"]["devices"]
+    names = [r["name"] for r in devices["requests"]]
+    out = []
+    for constraint in devices.get("constraints", []):
+        kind = "match" if "matchAttribute" in constraint else "distinct"
+        attribute = constraint.get("matchAttribute") or constraint["distinctAttribute"]
+        short = attribute.removeprefix(f"{DRIVER}/")
+        bound = {names.index(n) for n in constraint.get("requests", names)}
+        out.append((kind, short, bound))
+    return out
+
+
+def test_a_pcie_root_binds_gpus_and_nics_of_two_drivers() -> None:
+    """A GPU and a NIC of another driver on one PCIe root (the standard attribute)."""
+    nic_driver = "nic.example.com"
+
+    def nic(index: int, root: str) -> Obj:
+        return {"name": f"nic-{index}", "attributes": {"resource.kubernetes.io/pcieRoot": {"string": root}}}
+
+    def cluster_of(nic_roots: list[str]) -> list[Obj]:
+        nics = rslice("n0", [nic(j, r) for j, r in enumerate(nic_roots)], name="n0-nics")
+        nics["spec"]["driver"] = nic_driver
+        nics["spec"]["pool"]["name"] = "n0-nics"
+        claim = template("t", [exactly("gpu", 1), exactly("nic", 1, cls=nic_driver)], [ROOT])
+        return [device_class(), device_class(nic_driver, f'device.driver == "{nic_driver}"'), node("n0"),
+                rslice("n0", [on_root(0, "A100", "pci0"), on_root(1, "A100", "pci1")]), nics, claim]
+
+    assert verdict(cluster_of(["pci2", "pci3"]), job(1, per_pod("t")))[0] == Verdict.NEVER
+    assert verdict(cluster_of(["pci1", "pci2"]), job(1, per_pod("t")))[0] == Verdict.FITS
+    assert verdict(cluster_of(["pci1", "pci2"]), job(2, per_pod("t")))[0] == Verdict.NEVER
+    assert verdict(cluster_of(["pci0", "pci1"]), job(2, per_pod("t")))[0] == Verdict.FITS
+
+
+def test_a_constraint_on_some_firstavailable_alternatives_is_not_applied() -> None:
+    first = {"name": "gpu", "firstAvailable": [{"name": "two", "deviceClassName": DRIVER, "count": 2},
+                                               {"name": "one", "deviceClassName": DRIVER, "count": 1}]}
+    claim = template("t", [first], [{"requests": ["gpu/two"], **PRODUCT}])
+    objects = [device_class(), claim, node("n0"), rslice("n0", [gpu(0, "A100"), gpu(1, "H100")])]
+    found, message = verdict(objects, job(2, per_pod("t")))
+    assert found == Verdict.FITS and "counted without it" in message, message
+
+
 def test_compute_domain_channels_are_not_gpus() -> None:
     domain = {
         "apiVersion": "resource.nvidia.com/v1beta1",
@@ -469,24 +593,61 @@ def _ok(device: Obj, selectors: list[str]) -> bool:
     return True
 
 
-def _brute_force(nodes: list[list[Obj]], pods: int, requests: list[tuple[int, list[str]]]) -> bool:
+# (constraint as a claim writes it, without requests; the attribute as devices write it)
+CONSTRAINTS = [
+    ({"matchAttribute": f"{DRIVER}/productName"}, "productName"),
+    ({"matchAttribute": f"{DRIVER}/pcieRoot"}, "pcieRoot"),
+    ({"distinctAttribute": f"{DRIVER}/pcieRoot"}, "pcieRoot"),
+]
+
+
+def _value(device: Obj, attribute: str) -> Any:
+    found = device["attributes"].get(attribute)
+    return None if found is None else next(iter(found.values()))
+
+
+def _brute_force(
+    nodes: list[list[Obj]],
+    pods: int,
+    requests: list[tuple[int, list[str]]],
+    constraints: list[tuple[str, str, set[int]]] = (),  # type: ignore[assignment]
+) -> bool:
     """Whether ``pods`` pods, each with every request (count, selectors) met by distinct devices
-    of the node it runs on, can all be placed."""
+    of the node it runs on, can all be placed; ``constraints`` (match or distinct, attribute, the
+    requests bound): per pod, the bound requests' devices have the attribute, all one value
+    (match) or pairwise different values (distinct)."""
+
+    def fits(taken: list[tuple[int, Obj]]) -> bool:
+        for kind, attribute, bound in constraints:
+            values = [_value(device, attribute) for r, device in taken if r in bound]
+            if None in values:
+                return False
+            if kind == "match" and len(set(values)) > 1:
+                return False
+            if kind == "distinct" and len(set(values)) < len(values):
+                return False
+        return True
 
     def place(node_devices: list[Obj], k: int) -> bool:
         # k pods on one node: assign each (pod, request) its devices
-        slots = [(count, sel) for _ in range(k) for count, sel in requests]
+        slots = [(pod, r, count, sel) for pod in range(k) for r, (count, sel) in enumerate(requests)]
         free = set(range(len(node_devices)))
+        taken: list[list[tuple[int, Obj]]] = [[] for _ in range(k)]
 
         def go(i: int) -> bool:
             if i == len(slots):
                 return True
-            count, sel = slots[i]
+            pod, r, count, sel = slots[i]
             usable = [d for d in sorted(free) if _ok(node_devices[d], sel)]
             for chosen in itertools.combinations(usable, count):
+                mine = [(r, node_devices[d]) for d in chosen]
+                if not fits(taken[pod] + mine):
+                    continue
                 free.difference_update(chosen)
+                taken[pod].extend(mine)
                 if go(i + 1):
                     return True
+                del taken[pod][-count:]
                 free.update(chosen)
             return False
 
@@ -496,7 +657,7 @@ def _brute_force(nodes: list[list[Obj]], pods: int, requests: list[tuple[int, li
     return sum(most) >= pods
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(120))
 def test_never_means_no_allocation_exists(seed: int) -> None:
     rng = random.Random(seed)
     nodes = []
@@ -504,25 +665,39 @@ def test_never_means_no_allocation_exists(seed: int) -> None:
         devices = []
         for j in range(rng.randint(0, 4)):
             product, memory = rng.choice(PRODUCTS)
-            devices.append(gpu(j, product, memory))
+            device = gpu(j, product, memory)
+            if rng.random() < 0.8:          # some devices lack the attribute a constraint reads
+                device["attributes"]["pcieRoot"] = {"int": rng.randint(0, 1)}
+            devices.append(device)
         nodes.append(devices)
     requests = [
         (rng.randint(1, 2), rng.sample(SELECTORS, rng.randint(0, 2))) for _ in range(rng.randint(1, 2))
     ]
+    constraints: list[tuple[str, str, set[int]]] = []
+    written: list[Obj] = []
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        constraint, attribute = rng.choice(CONSTRAINTS)
+        bound = set(rng.sample(range(len(requests)), rng.randint(1, len(requests))))
+        every = len(bound) == len(requests) and rng.random() < 0.5    # no list: every request
+        written.append({**constraint, **({} if every else {"requests": [f"r{i}" for i in sorted(bound)]})})
+        constraints.append(("match" if "matchAttribute" in constraint else "distinct", attribute, bound))
     pods = rng.randint(1, 4)
     objects: list[Obj] = [device_class()]
     for i, devices in enumerate(nodes):
         objects += [node(f"n{i}"), rslice(f"n{i}", devices)]
-    objects.append(
-        template("t", [exactly(f"r{i}", count, tuple(sel)) for i, (count, sel) in enumerate(requests)])
-    )
+    asked = [exactly(f"r{i}", count, tuple(sel)) for i, (count, sel) in enumerate(requests)]
+    objects.append(template("t", asked, written))
     found, message = verdict(objects, job(pods, per_pod("t")))
-    possible = _brute_force(nodes, pods, requests)
+    possible = _brute_force(nodes, pods, requests, constraints)
     if found == Verdict.NEVER:
         assert not possible, message
-    if not possible:  # exact for these shapes: every impossible gang is proven
+    # exact without constraints and with one matchAttribute binding every request
+    exact = not constraints or (
+        len(constraints) == 1 and constraints[0][0] == "match" and len(constraints[0][2]) == len(requests)
+    )
+    if not possible and exact:  # every impossible gang is proven
         assert found == Verdict.NEVER, (found, message)
-    else:
+    if possible:
         assert found == Verdict.FITS, message
 
 
@@ -762,11 +937,12 @@ def test_answers_after_churn_equal_a_fresh_topology_memo_on_and_off(seed: int) -
     def key(obj: Obj) -> tuple[str, str]:
         return obj["kind"], f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
 
-    for obj in [*cluster([4, 4, 2]), TWO, template("one", [exactly("gpu", 1, (SELECTORS[0],))])]:
+    paired = template("paired", [exactly("gpu", 2)], [PRODUCT])
+    for obj in [*cluster([4, 4, 2]), TWO, template("one", [exactly("gpu", 1, (SELECTORS[0],))]), paired]:
         objects[key(obj)] = obj
     topo = Topology.from_objects(list(objects.values()), Policy())
     workloads = [job(5, per_pod("two")), job(5, per_pod("one")), job(12, per_pod("two")),
-                 job(1, [{"name": "g", "resourceClaimName": "c1"}])]
+                 job(1, [{"name": "g", "resourceClaimName": "c1"}]), job(4, per_pod("paired"))]
     for step in range(40):
         change = _churn_step(rng, objects, step)
         deleted = change.pop("deleted", False)

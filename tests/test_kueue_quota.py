@@ -221,3 +221,269 @@ def test_never_only_when_no_assignment_fits_brute_force() -> None:
                    for choice in itertools.product(flavors, repeat=len(sets)))
         never = "GG402" in findings(doc, objects)
         assert not (never and fits), (objects, sets, potential)
+
+
+# -- ResourceFlavors' nodes: which flavors Kueue tries, and whether their nodes hold the pods ------------
+
+def rich_flavor(name: str, labels: dict[str, str] | None = None, taints: list[Obj] | None = None,
+                tolerations: list[Obj] | None = None, topology: str | None = None) -> Obj:
+    spec: Obj = {}
+    if labels:
+        spec["nodeLabels"] = labels
+    if taints:
+        spec["nodeTaints"] = taints
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if topology:
+        spec["topologyName"] = topology
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def kueue_topology(name: str, *levels: str) -> Obj:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": level} for level in levels]}}
+
+
+def placed(doc: Obj, **spec: Any) -> Obj:
+    """``doc`` with ``spec`` (nodeSelector, tolerations, affinity) in every pod template."""
+    for replica in doc["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"].update(spec)
+    return doc
+
+
+def annotated(doc: Obj, **annotations: str) -> Obj:
+    for replica in doc["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["metadata"] = {"annotations": {f"kueue.x-k8s.io/{k.replace('_', '-')}": v
+                                                           for k, v in annotations.items()}}
+    return doc
+
+
+TYPE = "gpu.example.com/type"
+SPOT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
+TWO_FLAVORS = [rich_flavor("a100", {TYPE: "a100"}), rich_flavor("h100", {TYPE: "h100"}), local_queue(),
+               cluster_queue("cq-a", {"a100": full(4), "h100": full(16)})]
+
+
+def typed_nodes() -> list[Obj]:
+    return [node(f"{kind}-{i}", {"cpu": "64", "memory": "512Gi", GPU: "8"}, {USAGE: "training", TYPE: kind})
+            for kind in ("a100", "h100") for i in range(2)]
+
+
+def kueue_findings(doc: Obj, objects: list[Obj], policy: Policy | None = None) -> dict[str, list[str]]:
+    pol = policy or Policy()
+    return feasibility_findings(evaluate(doc, pol, [snapshot(objects, pol)]))
+
+
+def test_quota_counts_only_the_flavors_kueue_tries_for_the_pod_set() -> None:
+    objects = [*typed_nodes(), *TWO_FLAVORS]
+    assert "GG402" not in kueue_findings(job(8), objects), "h100 holds 8"
+    assert "GG402" not in kueue_findings(placed(job(8), nodeSelector={TYPE: "h100"}), objects)
+    found = kueue_findings(placed(job(8), nodeSelector={TYPE: "a100"}), objects)
+    assert found["GG402"] == ["error: insufficient quota for nvidia.com/gpu in flavor `a100`: 8 asked by pod "
+                              "set Master > maximum capacity 4 of ClusterQueue `cq-a`"]
+    # a key no flavor labels is not Kueue's to compare
+    assert "GG402" not in kueue_findings(placed(job(8), nodeSelector={"other": "x"}), objects)
+
+
+def test_no_flavor_tried_is_never_in_kueues_words() -> None:
+    objects = [*typed_nodes(), *TWO_FLAVORS]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": TYPE, "operator": "In", "values": ["b200"]}]}]}}}
+    assert kueue_findings(placed(job(1), affinity=affinity), objects)["GG402"] == [
+        "error: no flavor of ClusterQueue `cq-a` is tried for pod set Master: flavor a100 doesn't match "
+        "node affinity; flavor h100 doesn't match node affinity"]
+    # a term without the flavors' keys drops the whole affinity (flavorSelector)
+    either = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": TYPE, "operator": "In", "values": ["b200"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}]}}}
+    assert "GG402" not in kueue_findings(placed(job(1), affinity=either), objects)
+
+
+def test_untolerated_flavor_taint_and_the_flavors_own_tolerations() -> None:
+    nodes = [node(f"s{i}", {"cpu": "64", "memory": "512Gi", GPU: "8"}, {USAGE: "training", "pool": "spot"},
+                  [SPOT]) for i in range(2)]
+    queue = [local_queue(), cluster_queue("cq-a", {"spot": full(16)})]
+    tainted = [*nodes, rich_flavor("spot", {"pool": "spot"}, taints=[SPOT]), *queue]
+    assert kueue_findings(job(8), tainted)["GG402"] == [
+        "error: no flavor of ClusterQueue `cq-a` is tried for pod set Master: untolerated taint "
+        "spot=true:NoSchedule in flavor spot"]
+    tolerate = [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+    assert not kueue_findings(placed(job(8), tolerations=tolerate), tainted)
+    # the flavor's tolerations count for the flavor, and Kueue adds them to the admitted pods
+    tolerated = [*nodes, rich_flavor("spot", {"pool": "spot"}, taints=[SPOT], tolerations=tolerate), *queue]
+    assert not kueue_findings(job(8), tolerated)
+    # without them, the pods never pass the nodes' taint (the node check proper)
+    assert "GG403" in kueue_findings(job(8), [*nodes, rich_flavor("spot", {"pool": "spot"}), *queue])
+
+
+def test_a_pod_set_that_no_flavors_nodes_hold_never_runs() -> None:
+    """Kueue admits through flavor a100 only; a100 nodes have 8 GPUs, h100 nodes 16: a pod of 16
+    fits the cluster, not the nodes its flavor puts it on."""
+    nodes = [*typed_nodes(), node("h100-big", {"cpu": "64", "memory": "512Gi", GPU: "16"},
+                                  {USAGE: "training", TYPE: "h100"})]
+    objects = [*nodes, rich_flavor("a100", {TYPE: "a100"}), local_queue(),
+               cluster_queue("cq-a", {"a100": full(24)})]
+    assert kueue_findings(job(16), objects)["GG403"] == [
+        "error: pod set Master never runs on the nodes of ClusterQueue `cq-a`'s flavors: flavor `a100`: its "
+        "nodes hold 0 of 1 pod(s) even empty"]
+    assert "GG403" not in kueue_findings(job(8), objects)
+    with_h100 = [*nodes, *TWO_FLAVORS[:2], local_queue(),
+                 cluster_queue("cq-a", {"a100": full(24), "h100": full(24)})]
+    assert "GG403" not in kueue_findings(job(16), with_h100), "h100's nodes hold it"
+    # a flavor whose labels no node carries: its pods never run, unless nodes may come
+    ghost = [*typed_nodes(), rich_flavor("b200", {TYPE: "b200"}), local_queue(),
+             cluster_queue("cq-a", {"b200": full(16)})]
+    assert "GG403" in kueue_findings(job(1), ghost)
+    autoscaling = policy_from_data({"feasibility": {"autoscaling": True}})
+    assert "GG403" not in kueue_findings(job(1), ghost, autoscaling)
+
+
+def gang(gpus: int, pods: int) -> Obj:
+    """A gang of ``pods`` pods (Volcano schedules them) of ``gpus`` GPUs each, in one pod set."""
+    doc = placed(job(gpus), schedulerName="volcano")
+    doc["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = pods
+    return doc
+
+
+BLOCK, HOST = "cloud.example.com/block", "kubernetes.io/hostname"
+
+
+def block_nodes(blocks: int = 3, per_block: int = 2) -> list[Obj]:
+    return [node(f"b{b}-{i}", {"cpu": "64", "memory": "512Gi", GPU: "8"},
+                 {USAGE: "training", BLOCK: f"b{b}", HOST: f"b{b}-{i}"})
+            for b in range(blocks) for i in range(per_block)]
+
+
+TAS = [kueue_topology("default", BLOCK, HOST), rich_flavor("tas", topology="default"), local_queue(),
+       cluster_queue("cq-a", {"tas": full(64)})]
+
+
+def test_required_topology_fits_one_domain_or_never() -> None:
+    objects = [*block_nodes(), *TAS]
+    assert "GG403" not in kueue_findings(annotated(gang(8, 2), podset_required_topology=BLOCK), objects)
+    assert kueue_findings(annotated(gang(8, 3), podset_required_topology=BLOCK), objects)["GG403"] == [
+        "error: pod set Master never runs on the nodes of ClusterQueue `cq-a`'s flavors: flavor `tas`: "
+        "topology \"default\" allows to fit only 2 out of 3 pod(s) in one cloud.example.com/block domain "
+        "even empty"]
+    assert "GG403" not in kueue_findings(gang(8, 3), objects), "without the annotation: any 3 nodes"
+    # preferred and unconstrained never give never; nor does a flavor without a Topology
+    assert "GG403" not in kueue_findings(annotated(gang(8, 3), podset_preferred_topology=BLOCK), objects)
+    assert "GG403" not in kueue_findings(annotated(gang(8, 3), podset_unconstrained_topology="true"), objects)
+    plain = [*block_nodes(), flavor("tas"), *TAS[2:]]
+    assert "GG403" not in kueue_findings(annotated(gang(8, 3), podset_required_topology=BLOCK), plain)
+
+
+def test_a_level_the_topology_lacks_is_no_candidate() -> None:
+    found = kueue_findings(annotated(gang(8, 1), podset_required_topology="rack"), [*block_nodes(), *TAS])
+    assert found["GG402"] == ["error: no flavor of ClusterQueue `cq-a` is tried for pod set Master: "
+                              "Flavor \"tas\" does not contain the requested level"]
+
+
+def test_slices_each_fit_one_domain_of_their_level() -> None:
+    """Blocks of 2 racks of 2 nodes (8 GPUs each); a pod set of 4 x 8 GPUs in one block, slices of 2
+    in one rack each: fits; slices of 4 in one rack: never (a rack holds 2)."""
+    rack = "cloud.example.com/rack"
+    nodes = [node(f"n{b}{r}{i}", {"cpu": "64", "memory": "512Gi", GPU: "8"},
+                  {USAGE: "training", BLOCK: f"b{b}", rack: f"b{b}r{r}", HOST: f"n{b}{r}{i}"})
+             for b in range(2) for r in range(2) for i in range(2)]
+    objects = [*nodes, kueue_topology("default", BLOCK, rack, HOST), *TAS[1:]]
+
+    def worker_gang(slice_size: str) -> Obj:
+        return annotated(gang(8, 4), podset_required_topology=BLOCK, podset_slice_required_topology=rack,
+                         podset_slice_size=slice_size)
+
+    assert "GG403" not in kueue_findings(worker_gang("2"), objects)
+    assert kueue_findings(worker_gang("4"), objects)["GG403"] == [
+        "error: pod set Master never runs on the nodes of ClusterQueue `cq-a`'s flavors: flavor `tas`: "
+        "topology \"default\" allows to fit only 0 out of 1 slice(s) of 4 pods (cloud.example.com/rack) in "
+        "one cloud.example.com/block domain even empty"]
+
+
+def test_flavor_and_topology_changes_move_the_answer() -> None:
+    policy = Policy()
+    cluster = snapshot([*block_nodes(), *TAS], policy)
+    doc = annotated(gang(8, 3), podset_required_topology=BLOCK)
+    assert "GG403" in feasibility_findings(evaluate(doc, policy, [cluster]))
+    cluster.topology.apply("ADDED", node("b0-9", {"cpu": "64", "memory": "512Gi", GPU: "8"},
+                                         {USAGE: "training", BLOCK: "b0", HOST: "b0-9"}))
+    assert "GG403" not in feasibility_findings(evaluate(doc, policy, [cluster]))
+    cluster.topology.apply("MODIFIED", node("b0-9", {"cpu": "64", "memory": "512Gi", GPU: "8"},
+                                            {USAGE: "training", BLOCK: "b9", HOST: "b0-9"}))
+    assert "GG403" in feasibility_findings(evaluate(doc, policy, [cluster])), "a label change moves it"
+    cluster.topology.apply("MODIFIED", kueue_topology("default", HOST))
+    assert "GG402" in feasibility_findings(evaluate(doc, policy, [cluster])), "the level is gone"
+
+
+# -- brute force: flavors' labels, taints and tolerations, and one-domain topology ------------------------
+
+def _node_ok(labels: dict[str, str], taints: list[Obj], selector: dict[str, str], tolerations: list[Obj],
+             flavor_labels: dict[str, str]) -> bool:
+    """A node takes a pod of ``selector``/``tolerations`` admitted to a flavor of ``flavor_labels``."""
+    wanted = {**selector, **flavor_labels}
+    tolerated = {(t["key"], t.get("value")) for t in tolerations}
+    return all(labels.get(k) == v for k, v in wanted.items()) and all(
+        (t["key"], t["value"]) in tolerated or (t["key"], None) in tolerated for t in taints)
+
+
+def _brute_force_runs(nodes: list[tuple[dict[str, str], list[Obj], int]],
+                      flavors: list[tuple[str, dict[str, str], list[Obj], list[Obj]]],
+                      selector: dict[str, str], tolerations: list[Obj], required: bool, pods: int,
+                      per_pod: int) -> bool:
+    """Some flavor Kueue tries (its taints tolerated, its labels matching the selector's keys it has)
+    has nodes for every pod, in one block when ``required``: every placement tried."""
+    for _, flavor_labels, flavor_taints, own in flavors:
+        tolerated = {t["key"] for t in [*tolerations, *own]}
+        if not all(t["key"] in tolerated for t in flavor_taints) or not all(
+                flavor_labels[k] == v for k, v in selector.items() if k in flavor_labels):
+            continue
+        tolerating = [*tolerations, *own]
+        slots = [gpus // per_pod if _node_ok(labels, taints, selector, tolerating, flavor_labels) else 0
+                 for labels, taints, gpus in nodes]
+        for choice in itertools.product(range(len(nodes)), repeat=pods):
+            if all(choice.count(n) <= slots[n] for n in set(choice)) and (
+                    not required or len({nodes[n][0][BLOCK] for n in choice}) == 1):
+                return True
+    return False
+
+
+def test_flavor_nodes_never_only_when_no_placement_exists_brute_force() -> None:
+    """Random small clusters (nodes with a type, a block and maybe a taint), flavors (type labels,
+    taints, tolerations) and a pod set (a selector, tolerations, maybe one block required), quota
+    plentiful: gpugate's never (GG402/GG403) holds exactly when no candidate flavor has nodes for all
+    the pods (one block, when required), as brute force over every placement finds."""
+    rng = random.Random(2026)
+    types, blocks = ["a", "b"], ["x", "y"]
+    for _ in range(120):
+        nodes: list[tuple[dict[str, str], list[Obj], int]] = []
+        objects: list[Obj] = [kueue_topology("t", BLOCK, HOST), local_queue()]
+        for i in range(rng.randint(1, 4)):
+            labels = {USAGE: "training", TYPE: rng.choice(types), BLOCK: rng.choice(blocks),
+                      HOST: f"n{i}"}
+            taints = [dict(SPOT)] if rng.random() < 0.3 else []
+            gpus = rng.choice([1, 2, 4])
+            nodes.append((labels, taints, gpus))
+            objects.append(node(f"n{i}", {"cpu": "64", "memory": "512Gi", GPU: str(gpus)}, labels, taints))
+        flavors: list[tuple[str, dict[str, str], list[Obj], list[Obj]]] = []
+        for f in range(rng.randint(1, 2)):
+            labels = {TYPE: rng.choice(types)} if rng.random() < 0.8 else {}
+            taints = [dict(SPOT)] if rng.random() < 0.3 else []
+            tolerations = [{"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}] \
+                if rng.random() < 0.4 else []
+            flavors.append((f"f{f}", labels, taints, tolerations))
+            objects.append(rich_flavor(f"f{f}", labels, taints, tolerations, topology="t"))
+        objects.append(cluster_queue("cq-a", {name: full(64) for name, *_ in flavors}))
+        selector = {TYPE: rng.choice(types)} if rng.random() < 0.5 else {}
+        tolerations = [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}] \
+            if rng.random() < 0.4 else []
+        required = rng.random() < 0.5
+        pods, per_pod = rng.randint(1, 3), rng.choice([1, 2])
+        doc = gang(per_pod, pods)
+        placed(doc, **({"nodeSelector": selector} if selector else {}),
+               **({"tolerations": tolerations} if tolerations else {}))
+        if required:
+            annotated(doc, podset_required_topology=BLOCK)
+
+        runs = _brute_force_runs(nodes, flavors, selector, tolerations, required, pods, per_pod)
+        found = kueue_findings(doc, objects)
+        never = "GG402" in found or "GG403" in found
+        assert never != runs, (nodes, flavors, selector, tolerations, required, pods, per_pod, found)

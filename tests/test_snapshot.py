@@ -12,9 +12,9 @@ import yaml
 from fake_apiserver import FakeApiServer
 
 from webhook.cli import snapshot_main
-from webhook.kube import RESOURCES
 
-OPTIONAL = {(r.plural if r.name == "" else f"{r.plural}.{r.group}"): r.label for r in RESOURCES if r.optional}
+# keyed as FakeApiServer keys them: the plural, or plural.group for a second kind of one plural
+OPTIONAL = {key: r.label for key, r in FakeApiServer().resources.items() if r.optional}
 
 
 def node(name: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ def test_from_objects_in_scheduler_units() -> None:
         "ClusterQueue": 0,
         "Cohort": 0,
         "ResourceFlavor": 0,
+        "KueueTopology": 0,
         "TrainingRuntime": 0,
         "ClusterTrainingRuntime": 0,
         "Workload": 0,

@@ -134,7 +134,8 @@ def test_initial_sync_converges_and_drops_finished_pods(server: FakeApiServer) -
         counts = live.view()["counts"]
         assert counts == {"Node": 6, "Pod": 2, "Queue": 2, "PodGroup": 1, "HyperNode": 1,
                           "ElasticQuotaTree": 0, "LocalQueue": 0, "KAIQueue": 0, "ClusterQueue": 0,
-                          "Cohort": 0, "ResourceFlavor": 0, "TrainingRuntime": 0, "ClusterTrainingRuntime": 0,
+                          "Cohort": 0, "ResourceFlavor": 0, "KueueTopology": 0, "TrainingRuntime": 0,
+                          "ClusterTrainingRuntime": 0,
                           "Workload": 0, "WorkloadAPIPodGroup": 0, "DeviceClass": 0, "ResourceSlice": 0,
                           "ResourceClaim": 0, "ResourceClaimTemplate": 0}
         nodes = live.view()["nodes"]
@@ -341,7 +342,12 @@ def test_gpugate_serve_live_from_kubeconfig(server: FakeApiServer, tmp_path: Pat
     cert, key = make_cert(tmp_path)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(server.kubeconfig()))
-    with ServeProcess(cert, key, "--kubeconfig", str(kubeconfig)) as served:
+    # a minute of feasibility budget: on a busy machine the first, cold check must not turn
+    # the verdict this test is about into GG406 (unknown)
+    config = tmp_path / "policy.yaml"
+    config.write_text("apiVersion: gpugate.io/v1alpha1\nkind: Policy\n"
+                      "feasibility: {budgetMilliseconds: 60000}\n")
+    with ServeProcess(cert, key, "--kubeconfig", str(kubeconfig), "--config", str(config)) as served:
         client = served.client
         assert served.wait_until_answering("/readyz")
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big", "namespace": "ml"},

@@ -118,9 +118,13 @@ class Request:
 
 @dataclass(frozen=True)
 class Constraint:
-    requests: tuple[str, ...]       # () means every request of the claim
+    """A claim's ``constraints`` entry: the devices of ``requests`` share ``match_attribute``'s
+    value, or (``distinct_attribute``, alpha) have pairwise different values of it."""
+
+    requests: tuple[str, ...]       # () means every request of the claim; "req/sub" a subrequest
     match_attribute: str
-    other: str = ""                 # a constraint kind not modelled (distinctAttribute, ...)
+    other: str = ""                 # a constraint kind not modelled
+    distinct_attribute: str = ""
 
 
 @dataclass(frozen=True)
@@ -266,8 +270,9 @@ def claim_spec(spec: Any) -> ClaimSpec:
         raw = _mapping(raw)
         names = tuple(str(r) for r in _list(raw.get("requests")))
         match = _text(raw.get("matchAttribute"))
-        other = "" if match else ", ".join(sorted(str(k) for k in raw if k != "requests"))
-        constraints.append(Constraint(names, match, other))
+        distinct = "" if match else _text(raw.get("distinctAttribute"))
+        other = "" if match or distinct else ", ".join(sorted(str(k) for k in raw if k != "requests"))
+        constraints.append(Constraint(names, match, other, distinct))
     return ClaimSpec(tuple(requests), tuple(constraints), bool(_list(devices.get("config"))), tuple(problems))
 
 

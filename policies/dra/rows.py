@@ -214,6 +214,30 @@ class DeviceRows:
             return list(self.columns)
         return [c for c in self.columns if c[1].rpartition("/")[2] in reads]
 
+    def attribute_values(self, rows: np.ndarray, qualified: str) -> np.ndarray:
+        """Per row, a code of its value of the fully qualified attribute ``qualified`` as a
+        constraint reads it (-1: the device has none): the name as written, else, for a device
+        of the driver the domain names, the name without its domain (upstream's
+        ``lookupAttribute``). Equal codes are equal values of one type."""
+        out = np.full(len(rows), -1, dtype=np.int64)
+        full = self.columns.get(("attribute", qualified))
+        domain, slash, short = qualified.partition("/")
+        local = self.columns.get(("attribute", short)) if slash and domain in self.drivers.ids else None
+        ids: dict[Any, int] = {}
+
+        def unified(column: tuple[str, str], codes: np.ndarray) -> np.ndarray:
+            # one Python step per distinct value of the column (not per device)
+            values = self._codes[column].values
+            return np.array([-1, *(ids.setdefault(v, len(ids)) for v in values)], dtype=np.int64)[codes]
+
+        if local is not None:
+            ours = self.driver_of[rows] == self.drivers.ids[domain]
+            out = np.where(ours, unified(("attribute", short), local[rows]), out)
+        if full is not None:
+            codes = full[rows]
+            out = np.where(codes > 0, unified(("attribute", qualified), codes), out)
+        return out
+
     def distinct(self, rows: np.ndarray, columns: Sequence[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
         """(first row position of each distinct kind, per row its kind): rows that agree on the
         driver, allowMultipleAllocations and ``columns`` are one kind."""

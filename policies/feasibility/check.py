@@ -21,7 +21,7 @@ from policies.topology import ClusterSnapshot, Topology
 
 from .capacity import _capacity_sum, _empty_capacity_of, _full, _now, _now_capacity_of, _sets
 from .devices import DevicePlan, device_plan, devices_never, is_device_column
-from .kueue import SetNeed
+from .kueue import SetNeed, flavor_tolerations, with_tolerations
 from .nodes import runs_extended_toleration
 from .outcomes import Cause, ExplainRow, Outcome, Verdict
 from .packing import _Caps, _necessary, _place, _place_flexible, _sparse, _witness
@@ -81,6 +81,8 @@ def _memo_versions(topo: Topology, question: FitQuestion) -> tuple[Any, ...]:
     versions = topo.state_versions(question.label_keys)
     if question.extended_toleration == "auto":  # the answer depends on whether the nodes are GKE's
         versions = (*versions, *topo.versions(GKE_NODE_LABELS)[3:])
+    if question.scheduler_queues and topo.cluster_queues:  # Kueue's flavors and topologies read labels
+        versions = (*versions, *topo.versions(topo.kueue_label_keys())[3:])
     if question.placeholders is not None:  # YuniKorn's placeholders: their eligibility too
         versions = (*versions, *_memo_versions(topo, question.placeholders))
     if question.groups is not None:
@@ -196,6 +198,10 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
     if not question.demands:
         return _check_declared(question, topo)
     demands = question.demands if devices is None else devices.demands
+    extra = flavor_tolerations(question.scheduler_queues, topo, question.namespace) \
+        if question.scheduler_queues else ()
+    if extra:  # Kueue adds its flavors' tolerations to the pods it admits
+        demands = tuple(with_tolerations(d, extra) for d in demands)
     autoscaling = question.autoscaling
     sets = _sets(topo, demands, runs_extended_toleration(question.extended_toleration, topo))
     hard = [d.hard for d in demands]
@@ -241,11 +247,14 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
         hard_need = {r: v for r, v in hard_need.items() if not is_device_column(r)}
     queue = _queue_checks(question.queue, topo, hard_need, autoscaling, question.own, question.queue_admitted)
     if question.scheduler_queues and (queue is None or queue.verdict != Verdict.NEVER):
+        tas = question.kueue_topology or (None,) * len(demands)
         set_needs = [SetNeed(d.name, d.path, {r: v * h for r, v in d.units
-                                              if r != "pods" and v * h and not is_device_column(r)})
-                     for d, h in zip(demands, hard, strict=True)]
+                                              if r != "pods" and v * h and not is_device_column(r)},
+                             h, q.placement, s, t)
+                     for q, d, h, s, t in zip(question.demands, demands, hard, sets, tas, strict=True)]
         other = _scheduler_queue_checks(question.scheduler_queues, topo, hard_need, question.namespace,
-                                        question.queue_admitted, set_needs, question.kueue_excluded)
+                                        question.queue_admitted, set_needs, question.kueue_excluded,
+                                        autoscaling)
         if other is not None and (queue is None or other.verdict == Verdict.NEVER):
             queue = other
     if queue is not None and queue.verdict == Verdict.NEVER:

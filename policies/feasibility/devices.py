@@ -7,7 +7,8 @@ topology, so that packing, gangs and waits work on them unchanged.
   at once, and whose ``used`` leaves what the devices no ResourceClaim holds can satisfy.
   Each pod takes 1. With the requests' candidate devices known per node, that count is
   exact by Hall's theorem (every subset of requests needs as many devices as it asks
-  between them, per pod), when each request has one way to be met and no constraint.
+  between them, per pod), when each request has one way to be met and no constraint, or one
+  ``matchAttribute`` binding them all (then per value of the attribute, summed).
 - A shared claim (``resourceClaimName``, allocated once for every pod naming it): a column
   that is unbounded on the nodes that can reach a satisfying allocation (or that its
   allocation names) and 0 elsewhere.
@@ -16,7 +17,7 @@ topology, so that packing, gangs and waits work on them unchanged.
   class's devices count as that resource.
 
 Every count is an upper bound of what the scheduler can allocate (alternatives of
-``firstAvailable`` and ``matchAttribute`` constraints relax it; network-attached devices
+``firstAvailable``, several constraints or ``distinctAttribute`` relax it; network-attached devices
 count on every node that reaches them; a device a selector cannot be evaluated on counts as
 matching), so a "never" from them is a proof. What makes a count only a bound is a note;
 what cannot be read at all (a missing class, claim, template or slice, a selector that
@@ -289,18 +290,72 @@ class _Need:
     where: str
 
 
+@dataclass(frozen=True)
+class _Limit:
+    """A claim's ``matchAttribute`` (or ``distinctAttribute``) constraint, as the count reads it."""
+
+    attribute: str              # fully qualified
+    needs: tuple[int, ...]      # the positions of the requests it binds in the pod's needs
+    distinct: bool
+    where: str
+
+
+def _attribute_values(topo: Topology, table: _Devices, attribute: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per device of ``table``, a code of its value of ``attribute`` (-1: none), and whether it
+    has one."""
+    key = ("dra-attribute", attribute)
+    versions = (topo.slice_version,)        # table.rows are the slices' alone
+    found = topo.cached(key, versions)
+    if found is None:
+        values = topo.device_rows.attribute_values(table.rows, attribute)
+        has = values >= 0
+        for array in (values, has):
+            array.setflags(write=False)
+        found = (values, has)
+        topo.remember(key, versions, found)
+    return found  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """The node-local devices that have an attribute, grouped by (node, value)."""
+
+    of: np.ndarray              # per device: its group (-1: not node-local, or no value)
+    node: np.ndarray            # per group: its node slot
+
+
+def _value_groups(topo: Topology, table: _Devices, attribute: str) -> _Groups:
+    key = ("dra-attribute-groups", attribute)
+    versions = _table_versions(topo)        # the nodes of table.local
+    found = topo.cached(key, versions)
+    if found is None:
+        values, has = _attribute_values(topo, table, attribute)
+        inside = has & (table.local >= 0)
+        span = int(values.max()) + 1 if len(values) else 1
+        unique, inverse = np.unique(table.local[inside] * span + values[inside], return_inverse=True)
+        of = np.full(len(values), -1, dtype=np.int64)
+        of[inside] = inverse.reshape(-1)
+        found = _Groups(of, unique // span)
+        topo.remember(key, versions, found)
+    return found  # type: ignore[no-any-return]
+
+
 def _pods_per_node(topo: Topology, table: _Devices, needs: Sequence[_Need], usable: np.ndarray,
-                   reasons: _Reasons, tick: Tick = _no_tick) -> np.ndarray:
+                   reasons: _Reasons, tick: Tick = _no_tick, limits: Sequence[_Limit] = ()) -> np.ndarray:
     """Per node, an upper bound of how many pods' ``needs`` its ``usable`` devices satisfy
     at once (exact for requests with one way to be met, by Hall's theorem: every subset of
-    requests needs, per pod, as many devices as it asks between them)."""
+    requests needs, per pod, as many devices as it asks between them; with one
+    ``matchAttribute`` binding them all, by that count per value, summed)."""
     n = topo.slots
     multiple = table.multiple
     candidates: list[np.ndarray] = []   # per need: the devices any of its alternatives can use
     asks: list[int] = []                # per need: the fewest devices one pod takes
     endless: list[np.ndarray | None] = []   # per need: nodes reaching a device it may share
+    position: dict[int, int] = {}       # need -> its place in candidates (the needs counted)
+    # a device a constrained request takes must have the constraint's attribute
+    has = {limit.attribute: _attribute_values(topo, table, limit.attribute)[1] for limit in limits}
     capped = False
-    for need in needs:
+    for index, need in enumerate(needs):
         union = np.zeros(len(table.rows), dtype=bool)
         least: int | None = None
         unbounded = False
@@ -320,6 +375,10 @@ def _pods_per_node(topo: Topology, table: _Devices, needs: Sequence[_Need], usab
             capped = capped or sub.mode == ALL
         if unbounded:
             continue    # any device might do: this request bounds nothing
+        for limit in limits:
+            if index in limit.needs:
+                union &= has[limit.attribute]
+        position[index] = len(candidates)
         if len(need.alternatives) > 1:
             reasons.add_note(f"{need.where}: firstAvailable counted as any of its alternatives "
                              "(an upper bound)")
@@ -352,9 +411,95 @@ def _pods_per_node(topo: Topology, table: _Devices, needs: Sequence[_Need], usab
             if spare is not None:
                 pods = np.where(spare, UNBOUNDED, pods)
         np.minimum(result, pods, out=result)
+    for limit in limits:
+        members = frozenset(position[i] for i in limit.needs if i in position)
+        if not members:
+            continue
+        bound_by = _distinct_bound if limit.distinct else _match_bound
+        kind = "distinctAttribute" if limit.distinct else "matchAttribute"
+        if table.group_masks and any((candidates[i] & (table.group >= 0)).any() for i in members):
+            reasons.add_note(f"{limit.where}: {kind} {limit.attribute} over network-attached devices: "
+                             "only devices with the attribute counted")
+            continue
+        groups = _value_groups(topo, table, limit.attribute)
+        np.minimum(result, bound_by(topo, table, groups, members, candidates, asks, endless, subsets, tick),
+                   out=result)
+        if limit.distinct:
+            reasons.add_note(f"{limit.where}: distinctAttribute {limit.attribute} checked for one pod "
+                             "per node (an upper bound)")
+        elif len(limits) > 1 or len(members) < len(candidates):
+            reasons.add_note(f"{limit.where}: matchAttribute {limit.attribute} counted per value of the "
+                             "requests it binds (an upper bound with other requests or constraints)")
     if capped:
         np.minimum(result, 1, out=result)   # allocationMode All takes every matching device
     result[table.open_nodes] = UNBOUNDED    # a pool not all seen: its missing slices may hold anything
+    return result
+
+
+_Spare = np.ndarray | None        # nodes reaching a device a request may share (None: none)
+
+
+def _match_bound(topo: Topology, table: _Devices, groups: _Groups, members: frozenset[int],
+                 candidates: Sequence[np.ndarray], asks: Sequence[int], endless: Sequence[_Spare],
+                 subsets: Iterable[tuple[int, ...]], tick: Tick) -> np.ndarray:
+    """Per node, an upper bound of the pods whose ``members`` requests all take devices of one
+    value: each pod picks a value, so the pods of a node are the sum over its values of the Hall
+    count in which the members' devices are those of that value (the others' any of the node's)."""
+    count = len(groups.node)
+    per_group = np.full(count, UNBOUNDED, dtype=np.int64)
+    for subset in subsets:
+        bound = [i for i in subset if i in members]
+        if not bound:
+            continue    # the node's own Hall count bounds it already
+        tick()
+        free = [i for i in subset if i not in members]
+        asked = sum(asks[i] for i in subset)
+        valued = candidates[bound[0]]
+        for i in bound[1:]:
+            valued = valued | candidates[i]
+        anywhere = None
+        for i in free:
+            anywhere = candidates[i] if anywhere is None else anywhere | candidates[i]
+        if anywhere is not None:
+            valued = valued & ~anywhere
+        # shifted by one: devices of nodes not in the view have no group (-1), no node counts them
+        reached = np.bincount(groups.of[valued] + 1, minlength=count + 1)[1 : count + 1]
+        if anywhere is not None:
+            reached = reached + _per_node(topo, table, anywhere)[groups.node]
+        pods = np.where(reached > 0, UNBOUNDED, 0) if asked == 0 else reached // asked
+        for i in subset:
+            spare = endless[i]
+            if spare is not None:
+                pods = np.where(spare[groups.node], UNBOUNDED, pods)
+        np.minimum(per_group, pods, out=per_group)
+    # float sums are exact below 2**53; past UNBOUNDED they are clipped to it anyway
+    total = np.bincount(groups.node, weights=per_group.astype(np.float64), minlength=topo.slots)
+    return np.minimum(total[: topo.slots], UNBOUNDED).astype(np.int64)  # type: ignore[no-any-return]
+
+
+def _distinct_bound(topo: Topology, table: _Devices, groups: _Groups, members: frozenset[int],
+                    candidates: Sequence[np.ndarray], asks: Sequence[int], endless: Sequence[_Spare],
+                    subsets: Iterable[tuple[int, ...]], tick: Tick) -> np.ndarray:
+    """Per node, 0 where one pod's ``members`` requests cannot take devices of pairwise different
+    values (fewer values among a subset's devices than it asks), unbounded elsewhere."""
+    n = topo.slots
+    result = np.full(n, UNBOUNDED, dtype=np.int64)
+    for subset in subsets:
+        asked = sum(asks[i] for i in subset)
+        if asked == 0 or not members.issuperset(subset):
+            continue
+        tick()
+        chosen = np.zeros(len(table.rows), dtype=bool)
+        for i in subset:
+            chosen |= candidates[i]
+        present = np.unique(groups.of[chosen & (groups.of >= 0)])
+        values = np.bincount(groups.node[present], minlength=n)[:n]
+        bound = np.where(values >= asked, UNBOUNDED, 0)
+        for i in subset:
+            spare = endless[i]
+            if spare is not None:
+                bound = np.where(spare, UNBOUNDED, bound)
+        np.minimum(result, bound, out=result)
     return result
 
 
@@ -377,16 +522,33 @@ def _claim_spec(topo: Topology, claim: PodClaim, namespace: str, reasons: _Reaso
     return spec
 
 
-def _needs(spec: ClaimSpec, where: str, reasons: _Reasons) -> list[_Need]:
+def _needs(spec: ClaimSpec, where: str, reasons: _Reasons,
+           first: int = 0) -> tuple[list[_Need], list[_Limit]]:
+    """The claim's requests, and its constraints over them (``first``: the position of its first
+    request in the pod's needs)."""
     for problem in spec.problems:
         reasons.add_unknown(f"{where}: {problem}")
     if spec.configured:
         reasons.add_unknown(f"{where}: a driver's opaque config, which only the driver checks")
+    limits = []
     for constraint in spec.constraints:
-        what = (f"matchAttribute {constraint.match_attribute}" if constraint.match_attribute
-                else constraint.other)
-        reasons.add_note(f"{where}: constraint {what} not checked (devices counted without it)")
-    return [_Need(r.alternatives, f"{where} request {r.name}") for r in spec.requests]
+        attribute = constraint.match_attribute or constraint.distinct_attribute
+        if not attribute:
+            reasons.add_note(f"{where}: constraint {constraint.other} not checked "
+                             "(devices counted without it)")
+            continue
+        listed = set(constraint.requests)
+        bound: list[int] = []
+        for i, request in enumerate(spec.requests):
+            if not listed or request.name in listed or all(s.name in listed for s in request.alternatives):
+                bound.append(first + i)
+            elif any(s.name in listed for s in request.alternatives):
+                # binds some of its firstAvailable alternatives only: counted without it
+                reasons.add_note(f"{where}: a constraint on {attribute} binding some alternatives of request "
+                                 f"{request.name}: counted without it")
+        if bound:
+            limits.append(_Limit(attribute, tuple(bound), not constraint.match_attribute, where))
+    return [_Need(r.alternatives, f"{where} request {r.name}") for r in spec.requests], limits
 
 
 def _describe(needs: Sequence[_Need]) -> str:
@@ -573,6 +735,7 @@ def _claim_columns(build: _Build, demand: Demand, pod: PodDevices) -> list[tuple
     topo, table, reasons = build.topo, build.table, build.reasons
     extra: list[tuple[str, int]] = []
     per_pod: list[_Need] = []
+    per_pod_limits: list[_Limit] = []
     unresolved = False
     every = np.ones(len(table.rows), dtype=bool)
     for claim in pod.claims:
@@ -581,9 +744,10 @@ def _claim_columns(build: _Build, demand: Demand, pod: PodDevices) -> list[tuple
         if spec is None:
             unresolved = True
             continue
-        needs = _needs(spec, where, reasons)
+        needs, limits = _needs(spec, where, reasons, 0 if claim.shared else len(per_pod))
         if not claim.shared:
             per_pod.extend(needs)
+            per_pod_limits.extend(limits)
             continue
         name = _column_name("shared", (pod.namespace, claim.ref, spec))
         if name not in build.written:
@@ -595,7 +759,7 @@ def _claim_columns(build: _Build, demand: Demand, pod: PodDevices) -> list[tuple
                 ok = topo.live[: topo.slots] if selector is None else \
                     _affinity_mask(topo, selector) & topo.live[: topo.slots]
             else:
-                ok = _pods_per_node(topo, table, needs, every, reasons, build.tick) > 0
+                ok = _pods_per_node(topo, table, needs, every, reasons, build.tick, limits) > 0
             full = np.where(ok, UNBOUNDED, 0).astype(np.int64)
             build.write(name, full, full, f"the shared ResourceClaim {claim.ref} ({_describe(needs)})",
                         claim.path)
@@ -606,10 +770,10 @@ def _claim_columns(build: _Build, demand: Demand, pod: PodDevices) -> list[tuple
     if unresolved and not per_pod:
         return extra
     if per_pod:
-        name = _column_name("pod", tuple((n.alternatives, n.where) for n in per_pod))
+        name = _column_name("pod", (tuple((n.alternatives, n.where) for n in per_pod), tuple(per_pod_limits)))
         if name not in build.written:
-            full = _pods_per_node(topo, table, per_pod, every, reasons, build.tick)
-            free = _pods_per_node(topo, table, per_pod, build.free, reasons, build.tick)
+            full = _pods_per_node(topo, table, per_pod, every, reasons, build.tick, per_pod_limits)
+            free = _pods_per_node(topo, table, per_pod, build.free, reasons, build.tick, per_pod_limits)
             path = next((c.path for c in pod.claims if not c.shared), demand.path)
             build.write(name, full, free, _describe(per_pod), path.rsplit("/", 1)[0])
         extra.append((name, 1))

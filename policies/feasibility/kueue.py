@@ -14,36 +14,66 @@ workload, as Kueue's flavor assigner decides it (kubernetes-sigs/kueue
 - A LocalQueue pointing at a ClusterQueue that does not exist, a stopped ClusterQueue, or one
   whose ResourceFlavor does not exist: Kueue holds the workload (a wait).
 
-Flavors are not matched against the pods' node selectors and tolerations (every flavor counts as
-possible: weaker, never wrong), and the amounts are the gang's minimum (Kueue asks for all pods
-unless partial admission applies: again weaker). Resources Kueue is configured not to account
-are left out (``queues.kueueExcludeResourcePrefixes``, its ``resources.excludeResourcePrefixes``).
+Only a pod set's *candidate* flavors count, as in Kueue's ``checkFlavorForPodSets``: a flavor
+whose ``nodeTaints`` (NoSchedule, NoExecute) the pod's tolerations plus the flavor's own do not
+tolerate, whose ``nodeLabels`` the pod's nodeSelector and required node affinity, cut down to the
+flavor's own label keys, do not match, or (Topology Aware Scheduling) whose Topology lacks the
+level the pod set requires, is never tried for it. No candidate in a resource group the pod set
+asks of: never. An admitted pod set's pods carry the flavor's ``nodeLabels`` as nodeSelector and
+its tolerations: when no candidate's nodes hold the pod set's pods even empty, never (with
+``feasibility.autoscaling``, not judged). A pod set with ``podset-required-topology`` placed by
+a flavor with a Topology must fit within one domain of that level (and, with
+``podset-slice-required-topology``, each slice within one domain of the slice level): never
+when no domain's nodes hold it even empty. Topology Aware Scheduling is taken to be on where a
+flavor names a Topology the snapshot holds (a flavor naming none, or one not seen, is not judged
+by topology); preferred and unconstrained topologies never narrow anything.
+
+The amounts are the gang's minimum (Kueue asks for all pods unless partial admission applies:
+weaker, never wrong). Resources Kueue is configured not to account are left out
+(``queues.kueueExcludeResourcePrefixes``, its ``resources.excludeResourcePrefixes``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from policies.quantity import format_quantity
+from policies.tolerations import any_tolerates
 from policies.topology import Topology
-from policies.topology.kueue import KueueClusterQueue, KueueResourceGroup
+from policies.topology.kueue import KueueClusterQueue, KueueFlavor, KueueResourceGroup
+from policies.workload import QueueRef
 
+from .nodes import eligible_mask
 from .outcomes import Cause, Outcome, Verdict
+from .questions import Demand
+from .tas import PodSetTopology
 
-__all__ = ["SetNeed", "kueue_checks"]
+if TYPE_CHECKING:
+    from .capacity import _Set
+
+__all__ = ["SetNeed", "kueue_checks", "flavor_tolerations", "with_tolerations"]
 
 _FR = tuple[str, str]   # (flavor, resource)
 
-
 @dataclass(frozen=True)
 class SetNeed:
-    """What one pod set of the gang asks in all (its minimum pods x its request per pod)."""
+    """What one pod set of the gang asks in all (its minimum pods x its request per pod), and
+    what Kueue matches its flavors against."""
 
     name: str
     path: str
     need: Mapping[str, int]
+    pods: int = 0                       # the pods any run needs
+    # The template's tolerations, nodeSelector and required node affinity (a placement,
+    # policies.feasibility.specs): what Kueue matches each flavor against. None: not matched.
+    placement: Mapping[str, Any] | None = None
+    nodes: _Set | None = None           # the set as the packer sees it; None: its nodes not judged
+    topology: PodSetTopology | None = None
 
 
 @dataclass(eq=False)
@@ -180,13 +210,221 @@ def _never(message: str, path: str, **facts: Any) -> Outcome:
                    facts={"system": "kueue", **facts})
 
 
+# -- which flavors Kueue tries for a pod set (flavorassigner.go checkFlavorForPodSets) ----------
+
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _untolerated(flavor: KueueFlavor, placement: Mapping[str, Any]) -> str | None:
+    """The first of the flavor's NoSchedule/NoExecute taints that neither the pod's tolerations
+    nor the flavor's own tolerate, as ``key=value:effect``."""
+    own = placement.get("tolerations")
+    tolerations = [*(own if isinstance(own, list) else []), *flavor.tolerations]
+    for taint in flavor.node_taints:
+        effect, value = taint.get("effect"), taint.get("value")
+        value = value if isinstance(value, str) else ""
+        if effect in _TAINT_EFFECTS and not any_tolerates(tolerations, taint["key"], value, str(effect)):
+            return f"{taint['key']}={value}:{effect}" if value else f"{taint['key']}:{effect}"
+    return None
+
+
+def _requirement_holds(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """One node selector requirement on a key the flavor labels; anything malformed holds (the API
+    server refuses it: not ours to judge)."""
+    value = labels[expr["key"]]
+    operator, raw = expr.get("operator"), expr.get("values")
+    values = [str(v) for v in raw] if isinstance(raw, list) else []
+    if operator == "In" and values:
+        return value in values
+    if operator == "NotIn" and values:
+        return value not in values
+    if operator == "DoesNotExist":
+        return False
+    if operator in ("Gt", "Lt") and len(values) == 1:
+        try:
+            have, bound = int(value), int(values[0])
+        except ValueError:
+            return True
+        return have > bound if operator == "Gt" else have < bound
+    return True
+
+
+def _matches_labels(placement: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Kueue's flavorSelector: the pod's nodeSelector and required node affinity cut down to the
+    flavor's own label keys (a term left with nothing drops the whole affinity; matchFields are
+    dropped), matched against a node carrying exactly the flavor's labels."""
+    selector = placement.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        for key, value in selector.items():
+            if key in labels and isinstance(value, str) and labels[key] != value:
+                return False
+    affinity = placement.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") \
+        if isinstance(node_affinity, Mapping) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return True
+    kept: list[list[Mapping[str, Any]]] = []
+    for term in terms:
+        exprs = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        mine = [e for e in exprs if isinstance(e, Mapping) and e.get("key") in labels] \
+            if isinstance(exprs, list) else []
+        if not mine:
+            return True
+        kept.append(mine)
+    return any(all(_requirement_holds(e, labels) for e in exprs) for exprs in kept)
+
+
+def _tas_levels(topo: Topology, flavor: KueueFlavor) -> tuple[str, ...] | None:
+    """The levels of the Topology the flavor is placed by; None: no Topology, or one not seen."""
+    return None if flavor.topology is None else topo.kueue_topologies.get(flavor.topology)
+
+
+def _mismatch(topo: Topology, name: str, flavor: KueueFlavor, s: SetNeed) -> str | None:
+    """Why Kueue never tries flavor ``name`` for pod set ``s`` (in its words), or None."""
+    assert s.placement is not None
+    levels = _tas_levels(topo, flavor)
+    if s.topology is not None and levels is not None and (
+            s.topology.required not in levels
+            or (s.topology.slice_level is not None and s.topology.slice_level not in levels)):
+        return f'Flavor "{name}" does not contain the requested level'
+    taint = _untolerated(flavor, s.placement)
+    if taint is not None:
+        return f"untolerated taint {taint} in flavor {name}"
+    if not _matches_labels(s.placement, flavor.node_labels):
+        return f"flavor {name} doesn't match node affinity"
+    return None
+
+
+def _candidates(topo: Topology, group: KueueResourceGroup, s: SetNeed) -> tuple[list[str], list[str]]:
+    """(the flavors of ``group`` Kueue may try for ``s``, why it never tries each other). A flavor
+    whose ResourceFlavor is not seen is tried (its ClusterQueue waits for it anyway)."""
+    found: list[str] = []
+    reasons: list[str] = []
+    for name, _ in group.flavors:
+        flavor = topo.resource_flavors.get(name)
+        reason = None if flavor is None or s.placement is None else _mismatch(topo, name, flavor, s)
+        if reason is None:
+            found.append(name)
+        else:
+            reasons.append(reason)
+    return found, reasons
+
+
+# -- whether a flavor's nodes can hold the pod set once admitted --------------------------------
+
+def flavor_tolerations(refs: Sequence[QueueRef], topo: Topology,
+                       namespace: str | None) -> tuple[Mapping[str, Any], ...]:
+    """Every toleration the flavors of the ClusterQueue(s) a Kueue LocalQueue of ``refs`` may
+    point at add to admitted pods: with them, the pods pass more taints than their templates
+    say, so the node check proper counts them all (more nodes: weaker, never wrong)."""
+    if not topo.local_queues or not topo.resource_flavors:
+        return ()
+    found: list[Mapping[str, Any]] = []
+    for ref in refs:
+        if ref.system != "kueue":
+            continue
+        for (ns, name), cq_name in topo.local_queues.items():
+            cq = topo.cluster_queues.get(cq_name) if name == ref.name and namespace in (None, ns) else None
+            for group in cq.groups if cq is not None else ():
+                for flavor_name, _ in group.flavors:
+                    flavor = topo.resource_flavors.get(flavor_name)
+                    own = flavor.tolerations if flavor is not None else ()
+                    found.extend(t for t in own if t not in found)
+    return tuple(found)
+
+
+def with_tolerations(demand: Demand, tolerations: Sequence[Mapping[str, Any]]) -> Demand:
+    """``demand`` with ``tolerations`` added to its pods, under a signature of its own."""
+    placement = dict(demand.placement)
+    own = placement.get("tolerations")
+    placement["tolerations"] = [*(own if isinstance(own, list) else []), *tolerations]
+    return dataclasses.replace(demand, signature=f"{demand.signature}\x00+kueue{tolerations!r}",
+                               placement=placement)
+
+
+def _flavor_short(topo: Topology, s: SetNeed, name: str, flavor: KueueFlavor) -> str | None:
+    """:func:`_flavor_now`, kept until the nodes, the labels it reads or Kueue's objects change."""
+    assert s.nodes is not None
+    request = s.topology if s.topology is not None and _tas_levels(topo, flavor) is not None else None
+    key = ("kueue-flavor-nodes", name, s.nodes.key, s.pods, request)
+    levels = () if request is None else (request.required, request.slice_level or "")
+    versions = (s.nodes.versions, topo.versions((*flavor.node_labels, *levels)), topo.alloc_version,
+                topo.queue_version)
+    cached = topo.cached(key, versions)
+    if cached is None:
+        cached = (_flavor_now(topo, s, flavor),)
+        topo.remember(key, versions, cached)
+    return cached[0]  # type: ignore[no-any-return]
+
+
+def _flavor_now(topo: Topology, s: SetNeed, flavor: KueueFlavor) -> str | None:
+    """Why the nodes of ``flavor`` never hold ``s``'s pods, with the flavor's labels as
+    nodeSelector and its tolerations added, even empty (within one domain of its required
+    topology level when the flavor's Topology has it); None when they may."""
+    assert s.nodes is not None
+    levels = _tas_levels(topo, flavor)
+    request = s.topology if s.topology is not None and levels is not None else None
+    if not flavor.node_labels and not flavor.tolerations and request is None:
+        return None     # the pod's own nodes: the node check proper speaks for them
+    placement = s.nodes.demand.placement
+    tolerations, selector = placement.get("tolerations"), placement.get("nodeSelector")
+    spec = {**placement, "tolerations": [*(tolerations if isinstance(tolerations, list) else []),
+                                         *flavor.tolerations],
+            "nodeSelector": {**(selector if isinstance(selector, Mapping) else {}), **flavor.node_labels}}
+    mask = eligible_mask(topo, spec).mask
+    pods = np.minimum(s.nodes.capacity(topo.alloc[: topo.slots], mask), s.pods).astype(np.float64)
+    if request is None:
+        held = int(pods.sum())
+        return None if held >= s.pods else f"its nodes hold {held} of {s.pods} pod(s) even empty"
+    domains = topo.label_domains(request.required).astype(np.int64)
+    if request.slice_level is None or s.pods < request.slice_size:
+        held = int(np.bincount(domains, weights=pods).max(initial=0))
+        return None if held >= s.pods else \
+            f'topology "{flavor.topology}" allows to fit only {held} out of {s.pods} pod(s) in one ' \
+            f"{request.required} domain even empty"
+    slices = s.pods // request.slice_size
+    inner = topo.label_domains(request.slice_level).astype(np.int64)
+    width = int(inner.max(initial=0)) + 1
+    cells, where = np.unique(domains * width + inner, return_inverse=True)
+    per_cell = np.floor(np.bincount(where, weights=pods) / request.slice_size)
+    held = int(np.bincount(cells // width, weights=per_cell).max(initial=0))
+    return None if held >= slices else \
+        f'topology "{flavor.topology}" allows to fit only {held} out of {slices} slice(s) of ' \
+        f"{request.slice_size} pods ({request.slice_level}) in one {request.required} domain even empty"
+
+
+def _nodes_never(topo: Topology, cq: KueueClusterQueue, s: SetNeed,
+                 candidates: Sequence[tuple[KueueResourceGroup, list[str]]]) -> Outcome | None:
+    """Never when, for some resource group ``s`` asks of, no candidate flavor's nodes hold it."""
+    if s.nodes is None or s.pods <= 0:
+        return None
+    for _, flavors in candidates:
+        reasons: list[str] = []
+        for name in flavors:
+            flavor = topo.resource_flavors.get(name)
+            short = None if flavor is None else _flavor_short(topo, s, name, flavor)
+            if short is None:
+                break
+            reasons.append(f"flavor `{name}`: {short}")
+        else:
+            if reasons:
+                return Outcome("", Verdict.NEVER, Cause.NODES_NEVER_HOLD,
+                               f"pod set {s.name} never runs on the nodes of ClusterQueue `{cq.name}`'s "
+                               f"flavors: {'; '.join(reasons)}", s.path,
+                               facts={"system": "kueue", "cluster_queue": cq.name, "pods": s.pods})
+    return None
+
+
 def kueue_checks(local_queue: str, name: str, topo: Topology, need: Mapping[str, int],
                  sets: Sequence[SetNeed], path: str, excluded: Sequence[str] = (),
-                 admitted: bool = False) -> Outcome | None:
-    """Never (ClusterQueue ``name``'s quota can never admit the gang), waits (Kueue holds it, or
-    waits for quota), or None. ``need``: the gang's total minimum; ``sets``: each pod set's;
-    ``excluded``: resource prefixes Kueue does not account; ``admitted``: an UPDATE that keeps
-    its queue (its own reservation is in the usage: no wait is judged)."""
+                 admitted: bool = False, autoscaling: bool = False) -> Outcome | None:
+    """Never (ClusterQueue ``name``'s quota can never admit the gang, or its flavors' nodes never
+    hold it), waits (Kueue holds it, or waits for quota), or None. ``need``: the gang's total
+    minimum; ``sets``: each pod set's; ``excluded``: resource prefixes Kueue does not account;
+    ``admitted``: an UPDATE that keeps its queue (its own reservation is in the usage: no wait is
+    judged); ``autoscaling``: nodes may come, so the flavors' nodes are not judged."""
     cq = topo.cluster_queues.get(name)
     if cq is None:
         if not topo.cluster_queues or admitted:
@@ -208,19 +446,40 @@ def kueue_checks(local_queue: str, name: str, topo: Topology, need: Mapping[str,
                           f"covers it, so Kueue never admits the workload", path,
                           cluster_queue=name, resource=resource)
     node = tree.queues[name]
+    # per pod set, each resource group it asks of with the flavors Kueue may try
+    tried: list[list[tuple[KueueResourceGroup, list[str]]]] = []
     for s in sets:
-        found = _set_never(cq, tree, node, s, counted)
+        groups: list[tuple[KueueResourceGroup, list[str]]] = []
+        for group in cq.groups:
+            if not group.flavors or not any(v > 0 and counted(r) and r in group.covered
+                                            for r, v in s.need.items()):
+                continue
+            flavors, reasons = _candidates(topo, group, s)
+            if not flavors:
+                return _never(f"no flavor of ClusterQueue `{name}` is tried for pod set {s.name}: "
+                              f"{'; '.join(reasons)}", s.path, cluster_queue=name, reasons=tuple(reasons))
+            groups.append((group, flavors))
+        tried.append(groups)
+        found = _set_never(cq, tree, node, s, groups, counted)
         if found is not None:
             return found
     for resource, amount in asked.items():
-        group = _group_of(cq, resource)
-        assert group is not None
-        most = sum(tree.potential(node, (flavor, resource)) for flavor, _ in group.flavors)
+        covering = _group_of(cq, resource)
+        assert covering is not None
+        # the flavors some pod set asking it may take
+        flavors = [f for f, _ in covering.flavors
+                   if not sets or any(f in fs for groups in tried for g, fs in groups if g is covering)]
+        most = sum(tree.potential(node, (flavor, resource)) for flavor in flavors)
         if amount > most:
             return _never(f"{format_quantity(resource, amount)} {resource} asked in all, ClusterQueue "
                           f"`{name}` can ever admit {format_quantity(resource, most)} over its flavors "
-                          f"({', '.join(f for f, _ in group.flavors)})", path,
+                          f"({', '.join(flavors)})", path,
                           cluster_queue=name, resource=resource, asked=amount, limit=most)
+    if not autoscaling:
+        for s, groups in zip(sets, tried, strict=True):
+            found = _nodes_never(topo, cq, s, groups)
+            if found is not None:
+                return found
     if admitted:
         return None
     if cq.stopped:
@@ -232,8 +491,8 @@ def kueue_checks(local_queue: str, name: str, topo: Topology, need: Mapping[str,
             return _held(f"ClusterQueue `{name}` is inactive: ResourceFlavor `{missing[0]}` does not exist; "
                          f"Kueue holds the workload until it is created", path,
                          cluster_queue=name, flavor=missing[0])
-    for s in sets:
-        short = _set_waits(cq, tree, node, s, counted)
+    for s, groups in zip(sets, tried, strict=True):
+        short = _set_waits(tree, node, s, groups, counted)
         if short is not None:
             resource, amount, now = short
             return Outcome("", Verdict.WAITS, Cause.WAITS_FOR_QUEUE,
@@ -244,18 +503,18 @@ def kueue_checks(local_queue: str, name: str, topo: Topology, need: Mapping[str,
     return None
 
 
-def _set_never(cq: KueueClusterQueue, tree: _Tree, node: _Node, s: SetNeed, counted: Any) -> Outcome | None:
-    """Never when, for some resource group, no flavor's potential quota holds the pod set."""
-    for group in cq.groups:
+def _set_never(cq: KueueClusterQueue, tree: _Tree, node: _Node, s: SetNeed,
+               groups: Sequence[tuple[KueueResourceGroup, list[str]]], counted: Any) -> Outcome | None:
+    """Never when, for some resource group, no flavor Kueue may try has the potential quota for
+    the pod set."""
+    for group, flavors in groups:
         asked = {r: v for r, v in s.need.items() if v > 0 and counted(r) and r in group.covered}
-        if not asked or not group.flavors:
-            continue
         shortfalls = [next(((r, v, tree.potential(node, (flavor, r))) for r, v in asked.items()
-                            if v > tree.potential(node, (flavor, r))), None) for flavor, _ in group.flavors]
+                            if v > tree.potential(node, (flavor, r))), None) for flavor in flavors]
         if all(short is not None for short in shortfalls):
-            flavor = group.flavors[0][0]
+            flavor = flavors[0]
             resource, amount, most = shortfalls[0]  # type: ignore[misc]
-            others = f" (and no other of its {len(group.flavors)} flavors)" if len(group.flavors) > 1 else ""
+            others = f" (and no other of its {len(flavors)} flavors)" if len(flavors) > 1 else ""
             return _never(f"insufficient quota for {resource} in flavor `{flavor}`{others}: "
                           f"{format_quantity(resource, amount)} asked by pod set {s.name} > maximum capacity "
                           f"{format_quantity(resource, most)} of ClusterQueue `{cq.name}`", s.path,
@@ -263,15 +522,14 @@ def _set_never(cq: KueueClusterQueue, tree: _Tree, node: _Node, s: SetNeed, coun
     return None
 
 
-def _set_waits(cq: KueueClusterQueue, tree: _Tree, node: _Node, s: SetNeed,
+def _set_waits(tree: _Tree, node: _Node, s: SetNeed, groups: Sequence[tuple[KueueResourceGroup, list[str]]],
                counted: Any) -> tuple[str, int, int] | None:
-    """(resource, asked, free in the best flavor) when no flavor of some group has the room now."""
-    for group in cq.groups:
+    """(resource, asked, free in the best flavor) when no flavor Kueue may try in some group has
+    the room now."""
+    for group, flavors in groups:
         asked = {r: v for r, v in s.need.items() if v > 0 and counted(r) and r in group.covered}
-        if not asked or not group.flavors:
-            continue
         best: tuple[str, int, int] | None = None
-        for flavor, _ in group.flavors:
+        for flavor in flavors:
             short = next(((r, v, tree.available(node, (flavor, r))) for r, v in asked.items()
                           if v > tree.available(node, (flavor, r))), None)
             if short is None:

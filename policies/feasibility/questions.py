@@ -38,6 +38,7 @@ from .specs import (
     _signature_label_keys,
     extended_toleration_mode,
 )
+from .tas import PodSetTopology, podset_topology
 
 __all__ = ["Demand", "GroupQuestion", "FitQuestion", "fit_question", "demands_for"]
 
@@ -127,6 +128,9 @@ class FitQuestion:
     # Resource prefixes Kueue does not account (queues.kueueExcludeResourcePrefixes), when it
     # names a Kueue queue.
     kueue_excluded: tuple[str, ...] = ()
+    # Per demand, the Kueue topology it requires (policies.feasibility.kueue.podset_topology), when
+    # it names a Kueue queue and some pod set has one.
+    kueue_topology: tuple[PodSetTopology | None, ...] = ()
     # Per demand, the DRA claims its pods name (policies.dra.claims); None: no pod set has any.
     devices: tuple[PodDevices | None, ...] | None = None
     _key: tuple[Any, ...] = field(init=False, repr=False)
@@ -145,7 +149,7 @@ class FitQuestion:
                self.own, self.queue_admitted, self.extended_toleration, self.declared,
                tuple((q.name, q.system, q.path) for q in self.scheduler_queues),
                None if self.placeholders is None else self.placeholders._key, self.placeholder_hard,
-               self.placeholder_timeout, self.shares, self.kueue_excluded, self.devices)
+               self.placeholder_timeout, self.shares, self.kueue_excluded, self.kueue_topology, self.devices)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -364,9 +368,11 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
     question = kept[0]
     others = _scheduler_queues(workload)
     if others and question is not None:
-        excluded = tuple(policy.data["queues"].get("kueueExcludeResourcePrefixes") or ()) \
-            if any(q.system == "kueue" for q in others) else ()
-        question = dataclasses.replace(question, scheduler_queues=others, kueue_excluded=excluded)
+        kueue = any(q.system == "kueue" for q in others)
+        excluded = tuple(policy.data["queues"].get("kueueExcludeResourcePrefixes") or ()) if kueue else ()
+        topology = tuple(podset_topology(p.annotations) for p in sets) if kueue else ()
+        question = dataclasses.replace(question, scheduler_queues=others, kueue_excluded=excluded,
+                                       kueue_topology=topology if any(topology) else ())
     if question is not None:
         devices = pod_devices(sets, workload.namespace)
         if devices is not None:

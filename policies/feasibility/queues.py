@@ -90,13 +90,14 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int], au
 
 def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Mapping[str, int],
                             namespace: str | None, admitted: bool = False, sets: Sequence[SetNeed] = (),
-                            kueue_excluded: Sequence[str] = ()) -> Outcome | None:
+                            kueue_excluded: Sequence[str] = (), autoscaling: bool = False) -> Outcome | None:
     """Kueue LocalQueues and KAI queues: never when a KAI queue's limit (its own or an
     ancestor's) is below the gang's minimum, or the Kueue ClusterQueue can never admit it
     (:mod:`policies.feasibility.kueue`; ``sets``: each pod set's minimum need); waits when the
     queue named does not exist yet (Kueue and KAI hold the workload until it is created; judged
     only where the snapshot shows queues of that system at all) or for Kueue quota.
-    ``admitted``: an UPDATE that keeps its queue: the queue's existence is not judged again."""
+    ``admitted``: an UPDATE that keeps its queue: the queue's existence is not judged again;
+    ``autoscaling``: nodes may come (Kueue's flavors' nodes are not judged)."""
     waits: Outcome | None = None
     for ref in refs:
         if ref.system == "kueue" and topo.local_queues:
@@ -108,7 +109,7 @@ def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Ma
                 known = bool(targets)
             if len(targets) == 1 and next(iter(targets)):
                 found = kueue_checks(ref.name, next(iter(targets)), topo, need, sets, ref.path,
-                                     kueue_excluded, admitted)
+                                     kueue_excluded, admitted, autoscaling)
                 if found is not None and found.verdict == Verdict.NEVER:
                     return found
                 if found is not None and waits is None:

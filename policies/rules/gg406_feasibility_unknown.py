@@ -8,7 +8,8 @@ had no data: a workload with a GPU group size on a cluster without supernode lab
 or tier-1 HyperNodes (its groups are not checked), or DRA claims whose devices cannot be
 counted (a missing DeviceClass, claim, template or ResourceSlice, a pool being updated, a
 selector that does not evaluate, a driver's opaque config: the reasons are named), or that
-are counted only as an upper bound (`firstAvailable`, `matchAttribute`; a note on a fit).
+are counted only as an upper bound (`firstAvailable`, several or `distinctAttribute` constraints; a
+note on a fit).
 Said aloud when the live topology has not been synced yet, or not confirmed by the API server for longer than
 `feasibility.staleAfterSeconds` (default 5 s): a warning naming the age
 (`topology is 12s old ...: queue and capacity rules not applied`), which kubectl

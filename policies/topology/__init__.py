@@ -10,7 +10,7 @@ node selector or a toleration list becomes a few array comparisons.
 
 Besides nodes: Volcano Queues and PodGroups (what each queue holds), the
 ElasticQuotaTree (kube-queue quotas), HyperNodes (supernodes by tier), Kueue LocalQueues,
-ClusterQueues, Cohorts and ResourceFlavors, KAI Scheduler Queues, DRA DeviceClasses,
+ClusterQueues, Cohorts, ResourceFlavors and Topologies, KAI Scheduler Queues, DRA DeviceClasses,
 ResourceSlices, ResourceClaims and their templates, and what other objects
 name: Kubeflow Trainer runtimes and the Workload API's Workloads and PodGroups.
 
@@ -57,7 +57,7 @@ WATCHED: dict[tuple[str, str], str] = {
     ("scheduling.sigs.k8s.io", "ElasticQuotaTree"): "ElasticQuotaTree",
     ("kueue.x-k8s.io", "LocalQueue"): "LocalQueue",
     ("kueue.x-k8s.io", "ClusterQueue"): "ClusterQueue", ("kueue.x-k8s.io", "Cohort"): "Cohort",
-    ("kueue.x-k8s.io", "ResourceFlavor"): "ResourceFlavor",
+    ("kueue.x-k8s.io", "ResourceFlavor"): "ResourceFlavor", ("kueue.x-k8s.io", "Topology"): "KueueTopology",
     ("scheduling.run.ai", "Queue"): "KAIQueue",
     ("trainer.kubeflow.org", "TrainingRuntime"): "TrainingRuntime",
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "ClusterTrainingRuntime",
@@ -91,6 +91,7 @@ class Topology(NamedObjects, DeviceObjects):
                           "LocalQueue": cls._apply_local_queue, "KAIQueue": cls._apply_kai_queue,
                           "ClusterQueue": cls._apply_cluster_queue, "Cohort": cls._apply_cohort,
                           "ResourceFlavor": cls._apply_resource_flavor,
+                          "KueueTopology": cls._apply_kueue_topology,
                           "DeviceClass": cls._apply_device_class, "ResourceSlice": cls._apply_resource_slice,
                           "ResourceClaim": cls._apply_resource_claim,
                           "ResourceClaimTemplate": cls._apply_claim_template,
@@ -111,7 +112,8 @@ class Topology(NamedObjects, DeviceObjects):
                 "PodGroup": self.podgroups, "HyperNode": self.hypernodes,
                 "ElasticQuotaTree": self.quota_trees, "LocalQueue": self.local_queues,
                 "KAIQueue": self.kai_queues, "ClusterQueue": self.cluster_queues, "Cohort": self.cohorts,
-                "ResourceFlavor": self.resource_flavors, **self.named, **self._device_stores()}
+                "ResourceFlavor": self.resource_flavors, "KueueTopology": self.kueue_topologies, **self.named,
+                **self._device_stores()}
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -133,6 +135,7 @@ class Topology(NamedObjects, DeviceObjects):
                 "ElasticQuotaTree": len(self.quota_trees), "LocalQueue": len(self.local_queues),
                 "KAIQueue": len(self.kai_queues), "ClusterQueue": len(self.cluster_queues),
                 "Cohort": len(self.cohorts), "ResourceFlavor": len(self.resource_flavors),
+                "KueueTopology": len(self.kueue_topologies),
                 **{name: len(store) for name, store in self.named.items()},
                 **{name: len(store) for name, store in self._device_stores().items()}}
 

@@ -1,8 +1,10 @@
 """Kueue's quota objects as a cluster holds them: ClusterQueues (resource groups of flavors with
 nominal quotas, borrowing and lending limits, their cohort, whether they are stopped, and the
-quota their admitted workloads reserve), Cohorts (a parent and quotas of their own) and
-ResourceFlavors (which exist). Read from ``v1beta2`` and ``v1beta1`` (``spec.cohortName`` or
-``spec.cohort``; a Cohort's ``spec.parentName`` or, ``v1alpha1``, ``spec.parent``).
+quota their admitted workloads reserve), Cohorts (a parent and quotas of their own),
+ResourceFlavors (the node labels, taints and tolerations that tie a flavor to nodes, and the
+Topology it is placed by) and Topologies (their levels' node labels). Read from ``v1beta2`` and
+``v1beta1`` (``spec.cohortName`` or ``spec.cohort``; a Cohort's ``spec.parentName`` or,
+``v1alpha1``, ``spec.parent``; Topologies from ``v1alpha1`` too).
 
 Amounts are kept in scheduler units (:func:`policies.quantity.scheduler_units`: millicores,
 bytes, devices). What the quotas allow is :mod:`policies.feasibility.kueue`'s business.
@@ -14,9 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from policies.topology.nodes import _key, _mapping, units_of
 
-__all__ = ["KueueQuota", "KueueResourceGroup", "KueueClusterQueue", "KueueCohort", "KueueObjects"]
+__all__ = ["KueueQuota", "KueueResourceGroup", "KueueClusterQueue", "KueueCohort", "KueueFlavor",
+           "KueueObjects"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,35 @@ class KueueCohort:
     name: str
     parent: str | None
     groups: tuple[KueueResourceGroup, ...]
+
+
+@dataclass(frozen=True)
+class KueueFlavor:
+    """What a ResourceFlavor says of its nodes: Kueue matches pod sets against them, then adds the
+    labels as nodeSelector and the tolerations to the admitted pods."""
+
+    node_labels: Mapping[str, str]
+    node_taints: tuple[Mapping[str, Any], ...]     # as written: key, value, effect
+    tolerations: tuple[Mapping[str, Any], ...]
+    topology: str | None                            # spec.topologyName: placed by Topology Aware Scheduling
+
+
+def _flavor(spec: Mapping[str, Any]) -> KueueFlavor:
+    labels = spec.get("nodeLabels")
+    taints = spec.get("nodeTaints")
+    tolerations = spec.get("tolerations")
+    return KueueFlavor(
+        {str(k): str(v) for k, v in labels.items() if v is not None} if isinstance(labels, Mapping) else {},
+        tuple(t for t in taints if isinstance(t, Mapping) and isinstance(t.get("key"), str))
+        if isinstance(taints, list) else (),
+        tuple(t for t in tolerations if isinstance(t, Mapping)) if isinstance(tolerations, list) else (),
+        _text(spec.get("topologyName")))
+
+
+def _levels(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    levels = spec.get("levels")
+    return tuple(label for level in (levels if isinstance(levels, list) else [])
+                 if isinstance(label := _mapping(level).get("nodeLabel"), str) and label)
 
 
 def _units(resource: str, value: Any) -> int | None:
@@ -116,11 +150,31 @@ class KueueObjects:
     ``queue_version`` (of the class this is mixed into), as any queue's does."""
 
     queue_version: int
+    slots: int
+    _label_codes: dict[str, np.ndarray]
 
     def _init_kueue(self) -> None:
         self.cluster_queues: dict[str, KueueClusterQueue] = {}
         self.cohorts: dict[str, KueueCohort] = {}
-        self.resource_flavors: dict[str, bool] = {}
+        self.resource_flavors: dict[str, KueueFlavor] = {}
+        self.kueue_topologies: dict[str, tuple[str, ...]] = {}   # Topology -> its levels' node labels
+        self._kueue_keys: tuple[int, tuple[str, ...]] | None = None  # (queue_version, kueue_label_keys())
+
+    def label_domains(self, key: str) -> np.ndarray:
+        """Per node slot, a code of its value of label ``key`` (0: no such label): nodes of one
+        code are one domain of a topology level. Read only."""
+        codes = self._label_codes.get(key)
+        return np.zeros(self.slots, dtype=np.int32) if codes is None else codes[: self.slots]
+
+    def kueue_label_keys(self) -> tuple[str, ...]:
+        """The node label keys Kueue's flavors and topologies name (what its verdicts read of nodes
+        besides the pods' own placement)."""
+        known = self._kueue_keys
+        if known is None or known[0] != self.queue_version:
+            keys = {k for f in self.resource_flavors.values() for k in f.node_labels}
+            keys.update(level for levels in self.kueue_topologies.values() for level in levels)
+            known = self._kueue_keys = (self.queue_version, tuple(sorted(keys)))
+        return known[1]
 
     def _store(self, store: dict[str, Any], obj: Mapping[str, Any], deleted: bool, value: Any) -> None:
         _, name = _key(obj)
@@ -151,4 +205,9 @@ class KueueObjects:
         self._store(self.cohorts, obj, deleted, value)
 
     def _apply_resource_flavor(self, obj: Mapping[str, Any], deleted: bool) -> None:
-        self._store(self.resource_flavors, obj, deleted, None if deleted else True)
+        spec = _mapping(obj.get("spec"))
+        self._store(self.resource_flavors, obj, deleted, None if deleted else _flavor(spec))
+
+    def _apply_kueue_topology(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        spec = _mapping(obj.get("spec"))
+        self._store(self.kueue_topologies, obj, deleted, None if deleted else _levels(spec))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from .conftest import Session
@@ -47,3 +49,30 @@ def test_cordoned_nodes_offer_no_room_but_their_pods_count(crds: Session, namesp
     waits = eventually(lambda: e2e.api.create(gang, dry_run=True), lambda r: r.status != 403)
     # uncordoned, the node would hold the gang empty, but the pod bound to it still counts
     assert waits.status == 201 and "GG404" in rules(waits), waits
+
+
+def test_shared_gpu_shares_are_held_against_the_registered_devices(e2e: Session, namespace: str) -> None:
+    """HAMi's shares are no node capacity: a pod asking for nvidia.com/gpumem on nodes that do not
+    advertise it is admitted (before: GG403 "no node offers"), and one asking one device for more
+    memory than HAMi registers on any node is refused (GG403), read from the live view."""
+    ns = group = namespace
+    node = f"{group}-hami"
+    e2e.cluster.gpu_node(node, group, gpus=20)     # HAMi advertises 2 devices x 10 vGPUs
+    register = "GPU-0,10,40960,100,NVIDIA-A100,0,true:GPU-1,10,40960,100,NVIDIA-A100,0,true:"
+    patched = e2e.api.patch({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}},
+                            {"metadata": {"annotations": {"hami.io/node-nvidia-register": register}}})
+    assert patched.ok, patched
+    e2e.wait_nodes_synced()
+
+    def hami(name: str, memory: int) -> dict[str, Any]:
+        made = pod(ns, name, group, gpus=1)
+        for key in ("requests", "limits"):
+            made["spec"]["containers"][0]["resources"][key].update(
+                {"nvidia.com/gpumem": str(memory), "nvidia.com/gpucores": "30"})
+        return made
+
+    too_big = hami("too-big", 50000)
+    refused = eventually(lambda: e2e.api.create(too_big, dry_run=True), lambda r: denied_for(r, "GG403"))
+    assert denied_for(refused, "GG403") and "nvidia.com/gpumem" in refused.message, refused
+    within = e2e.api.create(hami("within", 3000), dry_run=True)
+    assert within.status == 201 and not {"GG403", "GG404"} & rules(within), within
