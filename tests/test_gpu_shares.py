@@ -66,6 +66,17 @@ def test_memory_share_above_every_registered_device_never_fits(json_format: bool
                      "registers has 40960 (pod set pod)"]
 
 
+def test_volcano_vgpu_memory_against_its_registered_devices() -> None:
+    vgpu = node("v", {"cpu": "64", "memory": "512Gi", "volcano.sh/vgpu-number": "20"})
+    vgpu["metadata"]["annotations"] = {"volcano.sh/node-vgpu-register": json.dumps(
+        [{"id": "GPU-a", "count": 10, "devmem": 49140, "devcore": 100, "type": "NVIDIA GeForce RTX 4090",
+          "health": True}])}
+    assert gg403(pod({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 49140}), [vgpu]) == []
+    assert gg403(pod({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 49141}), [vgpu]) == [
+        "error: 49141 volcano.sh/vgpu-memory asked of one device, the largest device any node registers "
+        "has 49140 (pod set pod)"]
+
+
 def test_a_share_is_per_container_not_per_pod() -> None:
     """Two containers of 30,000 MiB each: 60,000 in the pod, but each on a device of its own."""
     assert gg403(pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 30000},
@@ -127,6 +138,8 @@ def test_with_autoscaling_a_device_too_small_waits() -> None:
 @pytest.mark.parametrize("text, largest", [
     ("GPU-a,10,32768,100,NVIDIA-V100,0,true:GPU-b,10,16384,100,NVIDIA-V100,0,true:", 32768),
     ("GPU-a,10,32768,100,NVIDIA-V100,0,true", 32768),
+    ("GPU-a,10,4914,NVIDIA-RTX4090,true,hami-core:GPU-b,10,4914,NVIDIA-RTX4090,true,hami-core",
+     4914),  # Volcano vGPU's format
     ('[{"id": "GPU-a", "devmem": 81920}, {"id": "GPU-b", "devmem": 40960}]', 81920),
     ("", None), ("   ", None), (None, None), (42, None), ("[]", None),
     ("GPU-a,10,lots,100,NVIDIA,0,true:", None),      # one device unreadable: nothing, never a guess

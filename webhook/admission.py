@@ -128,7 +128,8 @@ def _shallow(body: bytes, limit: int) -> bool:
     and ``[]`` takes one or two levels off the deepest nesting."""
     if b'\\"' in body:
         return False
-    brackets = b"".join(body.split(b'"')[::2]).translate(None, _NOT_BRACKETS)
+    # the structure first (quotes and brackets: one C pass), then the strings out of it
+    brackets = b"".join(body.translate(None, _NOT_STRUCTURE).split(b'"')[::2])
     for _ in range(limit // 2):
         if not brackets:
             return True
@@ -136,7 +137,7 @@ def _shallow(body: bytes, limit: int) -> bool:
     return not brackets
 
 
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"{}[]")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'{}[]"')
 
 
 def _nested_deeper_than(value: Any, limit: int) -> bool:

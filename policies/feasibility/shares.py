@@ -34,9 +34,10 @@ __all__ = ["ShareAsk", "DEVICE_MEMORY", "share_asks", "without_shares", "shares_
 # device-register annotation the topology reads (policies.topology.nodes.DEVICE_REGISTERS), or
 # ("per-device", count resource): the node's allocatable of the share divided by its count of
 # devices (Alibaba's gpushare device plugin advertises aliyun.com/gpu-mem for all devices and
-# aliyun.com/gpu-count). Volcano vGPU's memory: no source read yet (only the percent bounds).
+# aliyun.com/gpu-count).
 DEVICE_MEMORY: Mapping[str, tuple[str, str]] = {
     "nvidia.com/gpumem": ("annotation", "hami.io/node-nvidia-register"),
+    "volcano.sh/vgpu-memory": ("annotation", "volcano.sh/node-vgpu-register"),
     "aliyun.com/gpu-mem": ("per-device", "aliyun.com/gpu-count"),
 }
 PERCENT = 100

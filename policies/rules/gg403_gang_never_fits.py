@@ -24,8 +24,9 @@ and `nvidia.com/gpucores`, Volcano vGPU's `volcano.sh/vgpu-*`, Alibaba's `aliyun
 `aliyun.com/gpu-core.percentage`) are not node capacity and are never compared with a node's
 allocatable. Each container's share is held against one device: a percent share above 100
 never fits, nor a memory share above the largest device any node registers (HAMi's
-`hami.io/node-nvidia-register` annotation; for Alibaba, a node's `aliyun.com/gpu-mem` divided by
-its `aliyun.com/gpu-count`). With no node showing its devices, nothing is said of the shares.
+`hami.io/node-nvidia-register` and Volcano vGPU's `volcano.sh/node-vgpu-register` annotations;
+for Alibaba, a node's `aliyun.com/gpu-mem` divided by its `aliyun.com/gpu-count`). With no node
+showing its devices, nothing is said of the shares.
 
 Under YuniKorn the pods are placed one by one; its gang is the placeholder pods of the
 task groups (`yunikorn.apache.org/task-groups`, read as GG407 says), which must all be

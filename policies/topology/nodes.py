@@ -29,9 +29,10 @@ Units = dict[str, int]
 
 # Node annotations in which a device-sharing scheduler's device plugin registers each device with
 # its memory (MiB): HAMi's, "{uuid},{split count},{memory},{cores},{type},{numa},{healthy}:" per
-# device, or in newer releases a JSON list of objects with "devmem". Read for the largest device a
+# device, and Volcano vGPU's (HAMi-based), "{uuid},{split count},{memory},{type},{healthy}[,mode]:";
+# in newer releases of both a JSON list of objects with "devmem". Read for the largest device a
 # node has (policies.feasibility.shares).
-DEVICE_REGISTERS = ("hami.io/node-nvidia-register",)
+DEVICE_REGISTERS = ("hami.io/node-nvidia-register", "volcano.sh/node-vgpu-register")
 _MAX_REGISTER_CHARS = 64 * 1024
 
 
