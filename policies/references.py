@@ -53,16 +53,17 @@ def _referable() -> frozenset[tuple[str, str]]:
 REFERABLE = _referable() | {("resource.k8s.io", "ResourceClaim"),
                             ("resource.k8s.io", "ResourceClaimTemplate"),
                             ("resource.nvidia.com", "ComputeDomain")}
-# Text that any file holding a referable object contains: its group and its kind's name.
+# Text that any file holding a referable object contains: its apiVersion's group and slash
+# ("scheduling.k8s.io/", not the group an RBAC rule or a CRD names) and its kind's name.
 # Files without both, nearly all (a Volcano PodGroup names no scheduling.k8s.io group), are
 # judged as a stream, document after document, and read once per run.
-_MARKERS = tuple(sorted(REFERABLE))
+_MARKERS = tuple((group + "/", kind) for group, kind in sorted(REFERABLE))
 _BYTE_MARKERS = tuple((group.encode(), kind.encode()) for group, kind in _MARKERS)
 
 
 def may_hold_referable(text: str | bytes) -> bool:
-    """False when ``text`` certainly holds no object another may name (no group and kind
-    of :data:`REFERABLE` both occur in it)."""
+    """False when ``text`` certainly holds no object another may name (no ``group/`` of an
+    apiVersion and kind of :data:`REFERABLE` both occur in it)."""
     if isinstance(text, bytes):
         return any(kind in text and group in text for group, kind in _BYTE_MARKERS)
     return any(kind in text and group in text for group, kind in _MARKERS)

@@ -457,3 +457,15 @@ def test_what_a_front_end_indexes() -> None:
     other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "train", "namespace": "ml"}}
     indexed = references.References.of([other, workload_135()]).objects
     assert indexed.keys() == {(GROUP, "Workload", "ml", "train")}
+
+
+def test_files_that_may_hold_a_referable_object() -> None:
+    """Only files holding such an object are read twice in a multi-file lint run: the group
+    of an apiVersion (with its slash) and the kind must both occur. A Volcano PodGroup CRD beside
+    an RBAC rule on scheduling.k8s.io (Volcano's 1.1 MB installer) holds none."""
+    volcano = (b"rules:\n- apiGroups: [\"scheduling.k8s.io\"]\n  resources: [priorityclasses]\n---\n"
+               b"kind: CustomResourceDefinition\nspec:\n  group: scheduling.volcano.sh\n"
+               b"  names: {kind: PodGroup}\n")
+    assert not references.may_hold_referable(volcano)
+    assert references.may_hold_referable(b"apiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup\n")
+    assert references.may_hold_referable('{"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload"}')
