@@ -38,8 +38,8 @@ from policies import specfacts
 from policies.config import Policy
 from policies.findings import listed, quoted
 from policies.kinds import (
+    COMMON_QUEUES,
     YUNIKORN_QUEUE_ANNOTATION,
-    YUNIKORN_QUEUE_LABEL,
     YUNIKORN_SCHEDULER,
     YUNIKORN_TASK_GROUPS,
 )
@@ -70,9 +70,8 @@ POLICY_PARAMETERS = "yunikorn.apache.org/schedulingPolicyParameters"
 # Where the shim reads a pod's application ID, in its order (GetApplicationIDFromPod).
 APP_ID_SOURCES = (("labels", APP_ID_LABEL), ("annotations", APP_ID_LABEL), ("labels", "applicationId"),
                   ("labels", "spark-app-selector"))
-# ... and its queue (GetQueueNameFromPod); the placeholders carry it as a label.
-QUEUE_SOURCES = (("labels", YUNIKORN_QUEUE_ANNOTATION), ("annotations", YUNIKORN_QUEUE_ANNOTATION),
-                 ("labels", YUNIKORN_QUEUE_LABEL))
+# ... and its queue (GetQueueNameFromPod): the kinds table's YuniKorn queue sources, in order.
+QUEUE_SOURCES = tuple(s.in_metadata for s in COMMON_QUEUES if s.system == "yunikorn" and s.in_metadata)
 # The annotation that marks YuniKorn's placeholder pods (GetPlaceholderFlagFromPodSpec; the
 # second is the one before YuniKorn 1.6).
 PLACEHOLDER_FLAGS = ("internal.yunikorn.apache.org/placeholder", "yunikorn.apache.org/placeholder")
@@ -319,4 +318,4 @@ def _tolerations_added(spec: dict[str, Any], labels: dict[str, str], namespace: 
         return []
     mutated = apply_patch(doc, ops)["spec"].get("tolerations")
     before = spec.get("tolerations", [])
-    return [t for t in mutated[len(before):]] if isinstance(mutated, list) else []
+    return mutated[len(before):] if isinstance(mutated, list) else []

@@ -66,6 +66,19 @@ def test_memory_share_above_every_registered_device_never_fits(json_format: bool
                      "registers has 40960 (pod set pod)"]
 
 
+def test_pods_of_equal_sums_but_different_containers_are_judged_apart() -> None:
+    """Questions are kept by the pods' sums: two containers of 25,000 MiB (each fits a 40,960 MiB
+    device) must not get the answer of one container of 50,000 (which fits none), nor back."""
+    policy = Policy()   # one policy: the same kept questions for both pods
+    nodes = [hami_node()]
+    one = pod({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 50000})
+    half = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 25000}
+    two = pod(half, dict(half))
+    assert gg403(one, nodes, policy) != []
+    assert gg403(two, nodes, policy) == []
+    assert gg403(one, nodes, policy) != []
+
+
 def test_volcano_vgpu_memory_against_its_registered_devices() -> None:
     vgpu = node("v", {"cpu": "64", "memory": "512Gi", "volcano.sh/vgpu-number": "20"})
     vgpu["metadata"]["annotations"] = {"volcano.sh/node-vgpu-register": json.dumps(

@@ -37,6 +37,7 @@ import numpy as np
 from policies.dra.claims import PodClaim, PodDevices
 from policies.dra.objects import (
     ALL,
+    EXACT,
     IMPLICIT_EXTENDED_PREFIX,
     ClaimSpec,
     DeviceClass,
@@ -294,7 +295,7 @@ def _extended_column(build: _Build, name: str, resource: str, device_class: Devi
     device plugin advertises it, the class's devices elsewhere."""
     topo, table = build.topo, build.table
     build.reads.plugin = True
-    sub = SubRequest(resource, device_class.name, (), "ExactCount", 1)
+    sub = SubRequest(resource, device_class.name, (), EXACT, 1)
     found = _candidates(topo, table, sub, build.reasons, build.tick)
     col = topo.res_index.get(resource)
     none = np.zeros(topo.slots, dtype=np.int64)

@@ -362,7 +362,9 @@ def _flavor_short(topo: Topology, s: SetNeed, name: str, flavor: KueueFlavor) ->
 def _flavor_now(topo: Topology, s: SetNeed, flavor: KueueFlavor) -> str | None:
     """Why the nodes of ``flavor`` never hold ``s``'s pods, with the flavor's labels as
     nodeSelector and its tolerations added, even empty (within one domain of its required
-    topology level when the flavor's Topology has it); None when they may."""
+    topology level when the flavor's Topology has it); None when they may. The pods'
+    tolerations are those the node check gives them (every flavor's, and the
+    ExtendedResourceToleration plugin's): more than one flavor's, so weaker, never wrong."""
     assert s.nodes is not None
     levels = _tas_levels(topo, flavor)
     request = s.topology if s.topology is not None and levels is not None else None
@@ -509,8 +511,8 @@ def _set_never(cq: KueueClusterQueue, tree: _Tree, node: _Node, s: SetNeed,
     the pod set."""
     for group, flavors in groups:
         asked = {r: v for r, v in s.need.items() if v > 0 and counted(r) and r in group.covered}
-        shortfalls = [next(((r, v, tree.potential(node, (flavor, r))) for r, v in asked.items()
-                            if v > tree.potential(node, (flavor, r))), None) for flavor in flavors]
+        shortfalls = [next(((r, v, most) for r, v in asked.items()
+                            if v > (most := tree.potential(node, (flavor, r)))), None) for flavor in flavors]
         if all(short is not None for short in shortfalls):
             flavor = flavors[0]
             resource, amount, most = shortfalls[0]  # type: ignore[misc]
@@ -530,8 +532,8 @@ def _set_waits(tree: _Tree, node: _Node, s: SetNeed, groups: Sequence[tuple[Kueu
         asked = {r: v for r, v in s.need.items() if v > 0 and counted(r) and r in group.covered}
         best: tuple[str, int, int] | None = None
         for flavor in flavors:
-            short = next(((r, v, tree.available(node, (flavor, r))) for r, v in asked.items()
-                          if v > tree.available(node, (flavor, r))), None)
+            short = next(((r, v, free) for r, v in asked.items()
+                          if v > (free := tree.available(node, (flavor, r)))), None)
             if short is None:
                 best = None
                 break

@@ -422,13 +422,15 @@ def _question(rows: list[_DemandRow], sets: list[PodSet], gang: bool, gang_min: 
     if not any(row[5] for row in rows):
         return None
     flexible = gang_min if gang and all(row[4] == 0 for row in rows) else 0
-    # Everything the question is built from: the rows, the gang, the queue, the groups,
-    # and the policy (its token: the policy-derived fields below are functions of it).
-    inputs = (_policy_token(policy), tuple(rows), flexible, queue_fields, namespace, group_fields)
+    # Everything the question is built from: the rows, the gang, the queue, the groups, what
+    # single containers ask of one device (the rows hold only the pods' sums), and the policy
+    # (its token: the policy-derived fields below are functions of it).
+    shares = share_asks(sets, policy)
+    inputs = (_policy_token(policy), tuple(rows), flexible, queue_fields, namespace, group_fields, shares)
     question: FitQuestion | None = _QUESTIONS.get(inputs)
     if question is None:
         question = _QUESTIONS.put(inputs, _new_question(rows, sets, flexible, queue, namespace, group_fields,
-                                                        policy))
+                                                        policy, shares))
     return question
 
 
@@ -455,7 +457,7 @@ def _own_placement(signature: str, spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
                   queue: QueueRef | None, namespace: str | None, group_fields: tuple[Any, ...] | None,
-                  policy: Policy) -> FitQuestion:
+                  policy: Policy, shares: tuple[ShareAsk, ...]) -> FitQuestion:
     """The :class:`FitQuestion` of :func:`fit_question`'s inputs."""
     # Share resources are no node's capacity: out of the units (equal units stay one object).
     units = {id(row[3]): without_shares(row[3], policy) for row in rows}
@@ -480,7 +482,7 @@ def _new_question(rows: list[_DemandRow], sets: list[PodSet], flexible: int,
         gpu_resources=frozenset(r for units in requests for r, v in units if v > 0 and r in gpu_names),
         supernode_labels=tuple(policy.gpu.get("supernodeLabels", [])),
         autoscaling=bool(policy.feasibility.get("autoscaling")),
-        label_keys=label_keys, extended_toleration=mode, shares=share_asks(sets, policy))
+        label_keys=label_keys, extended_toleration=mode, shares=shares)
 
 
 def _declared_question(workload: Workload, policy: Policy) -> FitQuestion | None:

@@ -108,8 +108,8 @@ from collections.abc import Iterator
 
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity
+from policies.kinds import YUNIKORN_SCHEDULER
 from policies.workload import Workload
-from policies.yunikorn import gang_of
 
 ID = "GG407"
 SLUG = "task-groups-invalid"
@@ -118,6 +118,13 @@ SEES = Sees(pod_sets=True)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
+    for p in workload.pod_sets:  # nearly every object stops here: YuniKorn's reader stays unloaded
+        if p.scheduler == YUNIKORN_SCHEDULER:
+            break
+    else:
+        return
+    from policies.yunikorn import gang_of  # the task groups' reader, loaded on first use
+
     gang = gang_of(workload)
     if gang is None:
         return
