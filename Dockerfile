@@ -11,6 +11,7 @@ COPY gpugate/ gpugate/
 COPY policies/ policies/
 COPY lint/ lint/
 COPY webhook/ webhook/
+COPY audit/ audit/
 # A regular (non-editable) install of the project's runtime dependencies only: no [test] or [dev] extras,
 # at the exact versions of constraints.txt (the ones the test suite ran with).
 RUN /opt/gpugate/bin/pip install -c constraints.txt . \

@@ -22,7 +22,7 @@ test: $(STAMP)
 
 lint-code: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy policies lint webhook gpugate
+	$(BIN)/mypy policies lint webhook audit gpugate
 	$(BIN)/lint-imports --no-cache   # the layer contracts of pyproject.toml (also run by make test)
 
 bench: $(STAMP)

@@ -9,6 +9,7 @@ COMMANDS = {
     "lint": ("lint.cli", "lint_main", "lint manifests (files, directories or - for stdin)"),
     "rules": ("lint.cli", "rules_main", "list the rules, or write their reference with --markdown"),
     "serve": ("webhook.cli", "serve_main", "run the admission webhook (HTTPS)"),
+    "audit": ("audit.cli", "audit_main", "why is each pending job pending, and will it ever run?"),
     "snapshot": ("webhook.cli", "snapshot_main", "export the cluster topology to a file for --cluster"),
     "certs": ("webhook.certs", "certs_main", "create or check the webhook's CA and serving certificate"),
 }

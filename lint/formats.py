@@ -102,7 +102,7 @@ def format_json(report: Report, options: FormatOptions) -> str:
 
 # -- sarif ---------------------------------------------------------------------------------
 
-_SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
@@ -131,7 +131,7 @@ def _sarif_rule(info: RuleInfo, builtin: bool) -> dict[str, Any]:
         "id": info.id,
         "name": info.slug,
         "shortDescription": {"text": info.summary or info.slug},
-        "defaultConfiguration": {"level": _SARIF_LEVEL[info.severity]},
+        "defaultConfiguration": {"level": SARIF_LEVEL[info.severity]},
         "properties": {"tags": ["kubernetes", "gpugate" if builtin else "custom"]},
     }
     if builtin:  # custom checks live in the user's policy file, not in docs/rules.md
@@ -144,17 +144,12 @@ def _sarif_rule(info: RuleInfo, builtin: bool) -> dict[str, Any]:
 
 def format_sarif(report: Report, options: FormatOptions) -> str:
     """SARIF 2.1.0 as GitHub code scanning reads it (upload-sarif)."""
-    rules = builtin_rules()
-    known = {r.id for r in rules}
-    rules += [c for c in options.custom_rules if c.id not in known]
-    builtin_count = len(known)
-    index = {r.id: i for i, r in enumerate(rules)}
     results = []
     for loc in report.findings:
         f = loc.finding
         result: dict[str, Any] = {
             "ruleId": f.rule,
-            "level": _SARIF_LEVEL[f.severity],
+            "level": SARIF_LEVEL[f.severity],
             "message": {"text": f.message},
             "locations": [{
                 "physicalLocation": {
@@ -163,8 +158,6 @@ def format_sarif(report: Report, options: FormatOptions) -> str:
                 },
             }],
         }
-        if f.rule in index:
-            result["ruleIndex"] = index[f.rule]
         if f.object is not None:
             result["locations"][0]["logicalLocations"] = [
                 {"name": f.object.name or "", "fullyQualifiedName": str(f.object), "kind": "object"}]
@@ -172,6 +165,20 @@ def format_sarif(report: Report, options: FormatOptions) -> str:
             result["properties"] = {"jsonPointer": f.path, "document": loc.document,
                                     "fixable": f.fixable}
         results.append(result)
+    return sarif_log(results, options.custom_rules)
+
+
+def sarif_log(results: list[dict[str, Any]], custom_rules: Iterable[RuleInfo] = ()) -> str:
+    """A SARIF 2.1.0 log of one gpugate run: its ``results`` (each given the index of its
+    rule), with the descriptors of every rule (built-in, then ``custom_rules``)."""
+    rules = builtin_rules()
+    known = {r.id for r in rules}
+    rules += [c for c in custom_rules if c.id not in known]
+    builtin_count = len(known)
+    index = {r.id: i for i, r in enumerate(rules)}
+    for result in results:
+        if result.get("ruleId") in index:
+            result["ruleIndex"] = index[result["ruleId"]]
     version = _version()
     sarif = {
         "$schema": SARIF_SCHEMA,

@@ -1,4 +1,4 @@
-"""A one-line progress bar on stderr for long lint runs.
+"""A one-line progress bar on stderr for long runs (lint files, audit objects).
 
 Drawn only when the stream is a terminal and there is enough work to be worth it, so
 pipes, CI logs and redirected output never see control characters.
@@ -20,8 +20,9 @@ class Progress:
     """``with Progress(total) as bar: ... bar.advance(name)``."""
 
     def __init__(self, total: int, stream: TextIO | None = None, *, enabled: bool | None = None,
-                 min_total: int = MIN_FILES) -> None:
+                 min_total: int = MIN_FILES, unit: str = "files") -> None:
         self.total = total
+        self.unit = unit
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
             enabled = total > min_total and _isatty(self.stream)
@@ -49,7 +50,7 @@ class Progress:
 
     def render(self, label: str, width: int) -> str:
         """The bar as one line of at most ``width`` characters."""
-        counter = f" {self.done}/{self.total} files "
+        counter = f" {self.done}/{self.total} {self.unit} "
         bar_width = max(10, min(40, width // 3))
         filled = bar_width * self.done // self.total if self.total else bar_width
         line = f"[{'#' * filled}{'-' * (bar_width - filled)}]{counter}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import marshal
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from policies.kinds import KindSpec, kind_spec
 from policies.pointers import escape_pointer
@@ -38,9 +38,15 @@ RAY_ORIGIN_NAME_LABEL = "ray.io/originated-from-cr-name"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 
 
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    # a dict first: parsed objects are, and the Mapping ABC check costs ten times more (a
+    # cluster's 100,000 pods pass here when a topology is built)
+    return isinstance(value, (dict, Mapping))
+
+
 def _meta(obj: Any) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    return meta if isinstance(meta, Mapping) else {}
+    meta = obj.get("metadata") if _is_mapping(obj) else None
+    return meta if _is_mapping(meta) else {}
 
 
 def _controller_reference(obj: Any) -> Mapping[str, Any] | None:
@@ -48,7 +54,7 @@ def _controller_reference(obj: Any) -> Mapping[str, Any] | None:
     if not isinstance(refs, list):
         return None
     for ref in refs:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
+        if _is_mapping(ref) and ref.get("controller") is True:
             return ref
     return None
 
@@ -169,7 +175,7 @@ def owner_keys(obj: Mapping[str, Any]) -> tuple[str, ...]:
     namespace = meta.get("namespace")
     namespace = namespace if isinstance(namespace, str) else ""
     labels = meta.get("labels")
-    labels = labels if isinstance(labels, Mapping) else {}
+    labels = labels if _is_mapping(labels) else {}
     if ref is not None:
         uid = ref.get("uid")
         if isinstance(uid, str) and uid:

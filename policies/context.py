@@ -59,6 +59,19 @@ class Change:
     own: frozenset[str]
 
 
+@dataclass(frozen=True)
+class Held:
+    """What an object that exists already holds in the cluster (``gpugate audit``): it is never
+    judged against itself."""
+
+    # the keys its pods and pod groups are filed under in the topology
+    # (policies.changes.identity_keys of its tree): what they hold is free for it
+    keys: frozenset[str] = frozenset()
+    # its queue admitted it (a Kueue Workload with an admission, a pod group Inqueue or
+    # Running): the queue's existence, state and room are not judged again
+    admitted: bool = False
+
+
 @dataclass
 class Context:
     """What a rule may look at besides the workload. Shared by every rule of one evaluation."""
@@ -74,6 +87,8 @@ class Context:
     deadline: float | None = None
     # Set for an UPDATE: what it changes (rules and feasibility judge only that).
     change: Change | None = None
+    # An object that exists already (an audit): what it holds in the cluster.
+    held: Held | None = None
     # The policy's facts_token, for keys of shared pod-spec facts: asked once here, not by
     # every rule (see policies.workload.facts_token).
     token: int = field(init=False, repr=False, compare=False)

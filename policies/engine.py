@@ -12,7 +12,7 @@ from typing import Any
 from policies import references
 from policies.changes import changed_pointers, identity_keys, inside, made_by_controller, touches
 from policies.config import Policy
-from policies.context import KIND_FIELDS, Change, Context, Sees
+from policies.context import KIND_FIELDS, Change, Context, Held, Sees
 from policies.findings import Finding, ObjectRef, Problem, Severity
 from policies.gpu import is_gpu_workload
 from policies.patch import PatchOp, apply_patch, clone
@@ -162,12 +162,16 @@ def _internal_error(rule: Rule, exc: Exception, ref: ObjectRef | None) -> Proble
 
 
 def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
-             deadline: float | None = None, previous: Any = None, checks: bool = True) -> Evaluation:
+             deadline: float | None = None, previous: Any = None, checks: bool = True,
+             held: Held | None = None, as_stored: bool = False) -> Evaluation:
     """Mutate, then validate the mutated object, as the API server would see it.
 
     ``previous``: for an UPDATE, the object as stored; then only what the update changes is
     mutated and judged (README "Lifecycle"). ``checks=False``: the mutations alone (what a
-    mutating webhook answers; the validating one judges the result).
+    mutating webhook answers; the validating one judges the result). ``held``: an object that
+    exists already (``gpugate audit``): what it holds in the cluster, free for it.
+    ``as_stored``: the object runs as it is (an audit): the mutating rules say what they would
+    inject, but the checks judge the object unpatched, as its pods are.
 
     What the object names (a TrainJob's runtime) is looked up in the objects a front end put
     in scope (the linted files), else in the one member cluster's topology."""
@@ -176,12 +180,12 @@ def evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None = None, *,
         named = topology.named_references() if topology is not None else None
         if named is not None:
             with references.scope(named):
-                return _evaluate(doc, policy, clusters, deadline, previous, checks)
-    return _evaluate(doc, policy, clusters, deadline, previous, checks)
+                return _evaluate(doc, policy, clusters, deadline, previous, checks, held, as_stored)
+    return _evaluate(doc, policy, clusters, deadline, previous, checks, held, as_stored)
 
 
 def _evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None, deadline: float | None,
-              previous: Any, checks: bool) -> Evaluation:
+              previous: Any, checks: bool, held: Held | None, as_stored: bool) -> Evaluation:
     if not is_kubernetes_object(doc):
         return Evaluation(skipped=True)
     ref = object_ref(doc)
@@ -205,7 +209,7 @@ def _evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None, deadline
 
     ignored = ignored_rules(doc)
     # positional: cheaper than keywords, and this runs on every object
-    ctx = Context(policy, clusters, {}, deadline, change)
+    ctx = Context(policy, clusters, {}, deadline, change, held)
     result = Evaluation(ref, workload)
     mutating, checking = _rules_to_run(policy, ignored, topology=clusters is not None)
     if not checks:
@@ -228,7 +232,7 @@ def _evaluate(doc: Any, policy: Policy, clusters: Sequence[Any] | None, deadline
                 if not ops:
                     continue  # a template the update leaves alone, or one that cannot change
             result.findings.append(_finding(rule, problem, ref, policy))
-            if ops:
+            if ops and not as_stored:
                 result.patch.extend(ops)
                 if not checks and index + 1 == len(mutating):
                     continue  # the patch is the answer: nothing reads the patched object

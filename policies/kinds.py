@@ -12,6 +12,8 @@ from typing import Literal
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Kueue's partial admission: the fewest pods of a batch Job it may admit
+KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 RAY_SCHEDULER_LABEL = "ray.io/scheduler-name"
 GROUP_MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -191,6 +193,11 @@ class KindSpec:
     # spec.scheduling.schedulingPolicy, Kubernetes 1.37): its gang.minCount is the gang
     # minimum. Read, never refused: the alpha WorkloadWithJob gate clears it where it is off.
     gang_policy: str | None = None
+    # Kueue admits all its pods at once, as one Workload whose pod set counts are the pod sets'
+    # replicas (a batch Job's min(parallelism, completions)), not only the gang minimum; with
+    # partial admission, as few as ``kueue_min_count`` says (kueue.x-k8s.io/job-min-parallelism).
+    kueue_admits_all: bool = False
+    kueue_min_count: str | None = None
 
     @property
     def label(self) -> str:
@@ -296,12 +303,16 @@ KINDS: tuple[KindSpec, ...] = (
         for k, r in (("Deployment", "deployments"), ("StatefulSet", "statefulsets"),
                      ("ReplicaSet", "replicasets"))
     ),
+    # A Job runs min(parallelism, completions) pods at once (each default 1).
     KindSpec(group="batch", kind="Job", resource="jobs", gang=False, templates_immutable=True,
-             pod_sets=(PodSetSource("/spec", name="pods", replicas="parallelism"),),
+             pod_sets=(PodSetSource("/spec", name="pods", replicas=None, hosts="parallelism",
+                                    hosts_max="completions"),),
              queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE),
-             gang_policy="/spec/scheduling/schedulingPolicy"),
+             gang_policy="/spec/scheduling/schedulingPolicy", kueue_admits_all=True,
+             kueue_min_count="/metadata/annotations/" + KUEUE_MIN_PARALLELISM.replace("/", "~1")),
     KindSpec(group="batch", kind="CronJob", resource="cronjobs", gang=False,
-             pod_sets=(PodSetSource("/spec/jobTemplate/spec", name="pods", replicas="parallelism"),),
+             pod_sets=(PodSetSource("/spec/jobTemplate/spec", name="pods", replicas=None, hosts="parallelism",
+                                    hosts_max="completions"),),
              queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE)),
     KindSpec(
         group="batch.volcano.sh", kind="Job", resource="jobs",

@@ -17,7 +17,11 @@ reads (``/api/v1/nodes``, ``/api/v1/pods``, ``/apis/<group>/<version>/<plural>``
   a stopped process or a frozen node; all of it flows again when it resumes);
 - the health endpoints ``/readyz``, ``/livez``, ``/version`` (gpugate's probe of the
   API server; counted in ``probes``), and ``POST /_fake/expire`` so that a process
-  running the double (benchmarks) can be told to compact from outside.
+  running the double (benchmarks) can be told to compact from outside;
+- discovery (``GET /apis``: each served group, its versions and the preferred one, which
+  ``preferred`` overrides) and core/v1 Events (``POST`` to a namespace's events, ``GET`` and
+  JSON merge ``PATCH`` of one, with 409 AlreadyExists and the resourceVersion precondition;
+  kept in ``events``; ``forbidden`` may hold ``"events"``).
 
 State changes are made from the test thread (:meth:`add`, :meth:`modify`,
 :meth:`delete`, :meth:`silently_modify`); they run on the server's loop.
@@ -66,7 +70,10 @@ class FakeApiServer:
         self.down = False
         self.hung = False           # see set_hung()
         self.probes = 0             # requests to /readyz, /livez, /version answered
-        self.requests: list[tuple[str, str]] = []   # (plural, "list"|"watch")
+        # (plural, "list"|"watch"), ("events", "create"|"get"|"patch")
+        self.requests: list[tuple[str, str]] = []
+        self.preferred: dict[str, str] = {}   # group -> the version discovery prefers (default: the first)
+        self.events: dict[tuple[str, str], dict[str, Any]] = {}   # (namespace, name) -> core/v1 Event
         self._sorted: dict[str, tuple[int, list[tuple[tuple[str, str], dict[str, Any]]]]] = {}
         self._watches: set[_Watch] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -107,6 +114,11 @@ class FakeApiServer:
         for health in ("/readyz", "/livez", "/version"):
             app.router.add_get(health, self._health)
         app.router.add_post("/_fake/expire", self._expire_request)
+        app.router.add_get("/apis", self._discovery)
+        app.router.add_get("/apis/", self._discovery)
+        app.router.add_post("/api/v1/namespaces/{namespace}/events", self._create_event)
+        app.router.add_get("/api/v1/namespaces/{namespace}/events/{name}", self._get_event)
+        app.router.add_patch("/api/v1/namespaces/{namespace}/events/{name}", self._patch_event)
         app.router.add_get("/api/v1/{plural}", self._handle)
         app.router.add_get("/apis/{group}/{version}/{plural}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
@@ -254,6 +266,10 @@ class FakeApiServer:
         if self.hung and self._resumed is not None:
             await self._resumed.wait()
 
+    def stored_events(self) -> list[dict[str, Any]]:
+        """The Events written so far, by namespace and name."""
+        return list(self.call(lambda: [copy.deepcopy(e) for _, e in sorted(self.events.items())]))
+
     def count(self, plural: str, what: str) -> int:
         return sum(1 for p, w in list(self.requests) if p == plural and w == what)
 
@@ -275,6 +291,82 @@ class FakeApiServer:
     async def _expire_request(self, request: web.Request) -> web.Response:
         self._compact()
         return web.Response(text="expired\n")
+
+    async def _discovery(self, request: web.Request) -> web.Response:
+        """``GET /apis``: the groups of the installed resources, as an APIGroupList."""
+        await self._wait_resumed()
+        versions: dict[str, list[str]] = {}
+        for plural, resource in self.resources.items():
+            if resource.group and plural in self.installed:
+                served = versions.setdefault(resource.group, [])
+                if resource.version not in served:
+                    served.append(resource.version)
+        groups = []
+        for group, served in versions.items():
+            preferred = self.preferred.get(group, served[0])
+            listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in served]
+            best = {"groupVersion": f"{group}/{preferred}", "version": preferred}
+            groups.append({"name": group, "versions": listed, "preferredVersion": best})
+        return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+
+    def _event_refused(self, what: str) -> web.Response | None:
+        self.requests.append(("events", what))
+        if self.down:
+            return self._status(503, "ServiceUnavailable", "the server is shutting down")
+        if "events" in self.forbidden:
+            return self._status(403, "Forbidden", f"events is forbidden: User cannot {what} resource")
+        return None
+
+    async def _create_event(self, request: web.Request) -> web.Response:
+        await self._wait_resumed()
+        refused = self._event_refused("create")
+        if refused is not None:
+            return refused
+        namespace = request.match_info["namespace"]
+        event = await request.json()
+        meta = event.setdefault("metadata", {})
+        if meta.setdefault("namespace", namespace) != namespace or not meta.get("name"):
+            return self._status(400, "BadRequest", "the namespace of the object does not match the request")
+        key = (namespace, meta["name"])
+        if key in self.events:
+            return self._status(409, "AlreadyExists", f'events "{meta["name"]}" already exists')
+        self.rv += 1
+        meta.update(resourceVersion=str(self.rv), uid=f"event-{self.rv}")
+        self.events[key] = event
+        return web.json_response(event, status=201)
+
+    async def _get_event(self, request: web.Request) -> web.Response:
+        await self._wait_resumed()
+        refused = self._event_refused("get")
+        if refused is not None:
+            return refused
+        event = self.events.get((request.match_info["namespace"], request.match_info["name"]))
+        if event is None:
+            return self._status(404, "NotFound", f'events "{request.match_info["name"]}" not found')
+        return web.json_response(event)
+
+    async def _patch_event(self, request: web.Request) -> web.Response:
+        await self._wait_resumed()
+        refused = self._event_refused("patch")
+        if refused is not None:
+            return refused
+        if request.content_type != "application/merge-patch+json":
+            return self._status(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
+                                                             f"format: {request.content_type}")
+        key = (request.match_info["namespace"], request.match_info["name"])
+        event = self.events.get(key)
+        if event is None:
+            return self._status(404, "NotFound", f'events "{key[1]}" not found')
+        patch = await request.json()
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != event["metadata"]["resourceVersion"]:
+            return self._status(409, "Conflict", "the object has been modified; please apply your changes "
+                                                 "to the latest version and try again")
+        self.rv += 1
+        merged = _merge_patch(event, patch)
+        merged["metadata"]["resourceVersion"] = str(self.rv)
+        self.events[key] = merged
+        return web.json_response(merged)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         await self._wait_resumed()
@@ -377,6 +469,19 @@ class FakeApiServer:
             return response
         finally:
             self._watches.discard(watch)
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge_patch(merged.get(key), value)
+    return merged
 
 
 def main(argv: list[str]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("gpugate", "policies", "lint", "webhook")
+PACKAGES = ("gpugate", "policies", "lint", "webhook", "audit")
 
 
 def test_import_contracts_are_kept() -> None:

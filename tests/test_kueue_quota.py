@@ -223,6 +223,52 @@ def test_never_only_when_no_assignment_fits_brute_force() -> None:
         assert not (never and fits), (objects, sets, potential)
 
 
+def batch_job(gpus: int, parallelism: int | None, completions: int | None = None,
+              min_parallelism: str | None = None) -> Obj:
+    """A batch Job in LocalQueue ``team``: Kueue admits all its running pods at once."""
+    spec: Obj = {"template": {"spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "x", "resources": {"limits": {GPU: gpus}}}]}}}
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if completions is not None:
+        spec["completions"] = completions
+    meta: Obj = {"name": "sweep", "namespace": "ml", "labels": {"kueue.x-k8s.io/queue-name": "team"}}
+    if min_parallelism is not None:
+        meta["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": min_parallelism}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def test_kueue_admits_a_batch_job_whole_or_down_to_its_partial_admission_minimum() -> None:
+    """Kueue's Workload for a Job counts min(parallelism, completions) pods, and asks quota for all
+    of them (or for kueue.x-k8s.io/job-min-parallelism, with partial admission); the scheduler
+    then places them one by one."""
+    alone = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(8)})]
+    assert "GG402" not in findings(batch_job(8, 1), alone)
+    assert findings(batch_job(8, 2), alone)["GG402"] == [
+        "error: insufficient quota for nvidia.com/gpu in flavor `a100`: 16 asked by pod set pods > maximum "
+        "capacity 8 of ClusterQueue `cq-a`"]
+    assert "GG402" not in findings(batch_job(8, 2, completions=1), alone), "one pod runs at a time"
+    assert "GG402" not in findings(batch_job(8, None, completions=4), alone), "parallelism defaults to 1"
+    assert "GG402" not in findings(batch_job(8, 2, min_parallelism="1"), alone), "partial admission"
+    for bad in ("0", "2", "3", "x", "-1"):   # not a minimum Kueue's webhook accepts: the whole Job
+        assert "GG402" in findings(batch_job(8, 2, min_parallelism=bad), alone), bad
+
+
+def test_batch_job_quota_never_only_when_kueue_could_never_admit_it_brute_force() -> None:
+    rng = random.Random(2611)
+    for _ in range(120):
+        nominal = rng.randint(0, 24)
+        gpus, parallelism = rng.randint(1, 8), rng.choice([None, 1, 2, 3, 5])
+        completions = rng.choice([None, 1, 2, 4])
+        least = rng.choice([None, "1", "2", "4"])
+        objects = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(nominal)})]
+        count = min(parallelism or 1, completions if completions is not None else parallelism or 1)
+        fewest = int(least) if least is not None and 0 < int(least) < count else count
+        admissible = fewest * gpus <= nominal
+        never = "GG402" in findings(batch_job(gpus, parallelism, completions, least), objects)
+        assert never == (not admissible), (nominal, gpus, parallelism, completions, least)
+
+
 # -- ResourceFlavors' nodes: which flavors Kueue tries, and whether their nodes hold the pods ------------
 
 def rich_flavor(name: str, labels: dict[str, str] | None = None, taints: list[Obj] | None = None,

@@ -41,9 +41,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import os
-import pickle
-import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -66,10 +63,9 @@ from webhook.logs import install_log_scrubber
 from webhook.metrics import CONTENT_TYPE, Metrics
 from webhook.offload import (
     CAN_FORK,
-    child_main,
-    collect_child,
     fingerprint,
     private_views,
+    run_in_child,
     without_collections,
 )
 from webhook.reload import PolicySource
@@ -150,6 +146,15 @@ class TopologySource(Protocol):
     async def stop(self) -> None: ...
 
 
+class BackgroundTask(Protocol):
+    """Work the server runs beside the reviews (the periodic audit), started once the
+    topology is and stopped before it."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 @dataclasses.dataclass
 class _Judged:
     """What the worker sends back for a large review: no part of the parsed review."""
@@ -207,7 +212,8 @@ class Webhook:
                  shed_after: dict[str, float] | None = None,
                  deadline: dict[str, float] | None = None,
                  max_in_flight: int = MAX_IN_FLIGHT,
-                 overload_answer: str = "allow") -> None:
+                 overload_answer: str = "allow",
+                 background: Sequence[BackgroundTask] = ()) -> None:
         self.body_timeout = body_timeout
         self.bodies = BodyBudget(body_budget_bytes)
         self.topology = topology or StaticTopology()
@@ -224,6 +230,7 @@ class Webhook:
         if overload_answer not in ("allow", "deny"):
             raise ValueError(f"overload_answer must be allow or deny, not {overload_answer!r}")
         self.overload_answer = overload_answer
+        self.background = tuple(background)
         self.in_flight = 0
         self.draining = False
         self.answered: dict[str, int] = {}
@@ -406,32 +413,15 @@ class Webhook:
         process's interpreter lock), killed when the deadline passes. One child at a time."""
         if self._child_slot is None:
             self._child_slot = asyncio.Semaphore(1)
+
+        def told(head: bytes) -> None:   # killed at the deadline: the uid, if it was parsed
+            with contextlib.suppress(ValueError, TypeError):
+                seen["uid"] = str(jsonio.loads(head)) if head else seen.get("uid", "")
+            if not seen.get("uid"):
+                seen.pop("uid", None)
+
         async with self._child_slot:
-            loop = asyncio.get_running_loop()
-            clusters = self.topology.clusters()
-            read_fd, write_fd = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child; it never returns
-                child_main(job, clusters, read_fd, write_fd)
-            os.close(write_fd)
-            received = bytearray()
-            collecting = loop.run_in_executor(None, collect_child, pid, read_fd, received)
-            try:
-                status = await asyncio.shield(collecting)
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                head, _, _ = bytes(received).partition(b"\n")
-                with contextlib.suppress(ValueError, TypeError):
-                    seen["uid"] = str(jsonio.loads(head)) if head else seen.get("uid", "")
-                if not seen.get("uid"):
-                    seen.pop("uid", None)
-                await asyncio.shield(collecting)   # the reader thread ends at the kill's EOF
-                raise
-        head, _, payload = bytes(received).partition(b"\n")
-        if not payload:
-            raise RuntimeError(f"the review's child process ended without an answer (status {status})")
-        kind, value = pickle.loads(payload)
+            kind, value = await run_in_child(job, self.topology.clusters(), told)
         if kind == "ok":
             judged: _Judged = value
             return judged
@@ -520,12 +510,16 @@ class Webhook:
     async def _on_startup(self, app: web.Application) -> None:
         self._reloader = asyncio.get_running_loop().create_task(self._reload_loop())
         await self.topology.start(app)
+        for task in self.background:
+            await task.start()
 
     async def _on_cleanup(self, app: web.Application) -> None:
         if self._reloader is not None:
             self._reloader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reloader
+        for task in self.background:
+            await task.stop()
         await self.topology.stop()
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)

@@ -33,6 +33,14 @@ def build_serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", action="append", default=[], metavar="FILE",
                         help="static cluster snapshot instead of the live watch, reloaded when it changes; "
                              "repeat for a fleet")
+    parser.add_argument("--audit-interval", type=float, default=0.0, metavar="SECONDS",
+                        help="every SECONDS, audit the cluster's pending workloads against the live topology "
+                             "(in a forked child, never holding a review): a Warning Event (reason "
+                             "GpugateNeverFits) on each one that will never run, and the gpugate_audit_* "
+                             "metrics; needs RBAC to list the workload kinds and to write Events "
+                             "(deploy/components/audit). Needs the live topology (it lists workloads from "
+                             "the API server): refused with --cluster. 0: off (default); 300 is a sensible "
+                             "value")
     parser.add_argument("--log-format", choices=["json", "text"], default="text")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     parser.add_argument("--metrics-port", type=int, default=9090,
@@ -70,7 +78,7 @@ def serve_main(argv: Sequence[str]) -> int:
     import asyncio
 
     from policies.config import PolicyError
-    from webhook.app import TopologySource, Webhook
+    from webhook.app import BackgroundTask, TopologySource, Webhook
     from webhook.lifecycle import Serving
     from webhook.logs import configure_logging
     from webhook.metrics import Metrics
@@ -79,6 +87,12 @@ def serve_main(argv: Sequence[str]) -> int:
     from webhook.tls import ReloadingContext, TLSConfigError
 
     configure_logging(args.log_format, getattr(logging, args.log_level.upper()))
+    if not 0 <= args.audit_interval < float("inf"):
+        return _fail(f"--audit-interval must be 0 (off) or a number of seconds, not {args.audit_interval:g}")
+    if args.audit_interval and args.cluster:
+        return _fail("--audit-interval needs the live topology: it lists the cluster's workloads from the "
+                     "API server, which a --cluster snapshot file does not give; drop --cluster (use "
+                     "--kubeconfig, or run in the cluster) or drop --audit-interval")
     holder: dict[str, TopologySource] = {}
     metrics = Metrics(lambda: holder["topology"].clusters() if "topology" in holder else None)
 
@@ -90,6 +104,7 @@ def serve_main(argv: Sequence[str]) -> int:
         return _fail(str(exc))
 
     topology: TopologySource
+    background: list[BackgroundTask] = []
     if args.cluster:
         from policies.snapshots import SnapshotError
 
@@ -114,13 +129,17 @@ def serve_main(argv: Sequence[str]) -> int:
         topology = LiveTopology(api_client, policy.policy, name=name, metrics=metrics,
                                 policy_source=lambda: policy.policy,
                                 options=WatchOptions(crd_retry_seconds=max(args.crd_retry_seconds, 1.0)))
+        if args.audit_interval:
+            from webhook.periodic_audit import PeriodicAudit
+
+            background.append(PeriodicAudit(topology, lambda: policy.policy, metrics, args.audit_interval))
     holder["topology"] = topology
     # The feasibility check is imported on its first use (the linter without a cluster never
     # loads it): here before serving, so that the first review's budget is not spent importing it.
     importlib.import_module("policies.feasibility")
 
     webhook = Webhook(policy=policy, topology=topology, metrics=metrics, tls=tls,
-                      overload_answer=args.overload_answer)
+                      overload_answer=args.overload_answer, background=background)
     serving = Serving(webhook, args.host, args.port, tls.context, metrics_host=args.metrics_host,
                       metrics_port=args.metrics_port, max_connections=args.max_connections,
                       shutdown_seconds=args.shutdown_seconds)
@@ -146,6 +165,10 @@ def build_snapshot_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("-o", "--output", default="-", metavar="FILE",
                         help="where to write (default: stdout); .json writes JSON, anything else YAML")
+    parser.add_argument("--workloads", action="store_true",
+                        help="also the workload kinds (Jobs, JobSets, RayClusters, Volcano Jobs, Kueue "
+                             "Workloads, ...) that the API server serves: what 'gpugate audit --cluster "
+                             "FILE' judges")
     return parser
 
 
@@ -156,7 +179,7 @@ def snapshot_main(argv: Sequence[str]) -> int:
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
-    from webhook.kube import WatchOptions
+    from webhook.kube import RESOURCES, WatchOptions, workload_resources
     from webhook.watch import ExportFailed, api_client_for, export_topology
 
     logging.basicConfig(level=logging.WARNING, format="gpugate: %(message)s")
@@ -165,7 +188,8 @@ def snapshot_main(argv: Sequence[str]) -> int:
     except (ConfigException, OSError) as exc:
         return _fail(f"cannot configure the Kubernetes client: {exc}")
     try:
-        export = export_topology(api_client, options=WatchOptions(min_backoff=0))
+        resources = RESOURCES + workload_resources(api_client) if args.workloads else RESOURCES
+        export = export_topology(api_client, resources, options=WatchOptions(min_backoff=0))
     except ExportFailed as exc:
         return _fail(str(exc))
     except ApiException as exc:

@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from policies.kinds import KINDS
 from webhook import jsonio
 
 if TYPE_CHECKING:
@@ -114,6 +115,34 @@ RESOURCES: tuple[Resource, ...] = (
                            ("ResourceClaim", "resourceclaims"),
                            ("ResourceClaimTemplate", "resourceclaimtemplates"))),
 )
+
+# Kueue's record of each job it queues (admitted or not): ``gpugate audit`` reads it beside
+# the workload kinds. Not the Workload API's Workload (scheduling.k8s.io), which is above.
+KUEUE_WORKLOADS = Resource("Workload", "kueue.x-k8s.io", "v1beta2", "workloads", optional=True,
+                           name="KueueWorkload", older_versions=("v1beta1",))
+
+
+def workload_resources(api_client: k8s.ApiClient) -> tuple[Resource, ...]:
+    """The kinds of the kinds table (policies.kinds) that :data:`RESOURCES` does not list (Jobs,
+    JobSets, RayClusters, Deployments, ...), each at the version the API server prefers for its
+    group (one discovery call), and Kueue's Workloads; a group the server does not serve is left
+    out. All optional: a kind these credentials may not list is skipped and named."""
+    preferred = {"": "v1"}
+    for group in k8s.ApisApi(api_client).get_api_versions().groups or []:
+        if group.preferred_version is not None:
+            preferred[group.name] = group.preferred_version.version
+    listed = {(r.group, r.plural) for r in RESOURCES}
+    found: list[Resource] = []
+    for spec in KINDS:
+        version = preferred.get(spec.group)
+        if version is None or (spec.group, spec.resource) in listed:
+            continue
+        listed.add((spec.group, spec.resource))
+        found.append(Resource(spec.kind, spec.group, version, spec.resource, optional=True,
+                              name=spec.label))
+    if "kueue.x-k8s.io" in preferred:
+        found.append(KUEUE_WORKLOADS)
+    return tuple(found)
 
 
 @dataclass

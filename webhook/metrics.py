@@ -7,7 +7,7 @@ quantiles do not need them), and each would double the series of its metric."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -109,8 +109,33 @@ class Metrics:
                                registry=r)
         self.draining = Gauge("gpugate_draining", "1 from SIGTERM on: not ready, finishing what is in flight",
                               registry=r)
+        # The periodic audit (webhook/periodic_audit.py, ``gpugate serve --audit-interval``)
+        self.audit_pending = Gauge("gpugate_audit_pending_gangs",
+                                   "Pending workloads (each counted once, at the top of its ownership tree) "
+                                   "by the last audit's verdict (never, unknown, waits, fits) and cause",
+                                   ["verdict", "cause"], registry=r)
+        self.audit_runs = Counter("gpugate_audit_runs_total",
+                                  "Periodic audits by result: ok, error, skipped_stale (the live topology "
+                                  "not synced or stale), skipped_busy (the previous run still going)",
+                                  ["result"], registry=r)
+        self.audit_last_success = Gauge("gpugate_audit_last_success_timestamp_seconds",
+                                        "Unix time the last audit without errors ended (0: none yet)",
+                                        registry=r)
+        self.audit_duration = Gauge("gpugate_audit_duration_seconds", "How long the last audit took",
+                                    registry=r)
+        self.audit_events = Counter("gpugate_audit_events_total",
+                                    "Kubernetes Events on workloads that will never run: created, updated "
+                                    "(count + 1 on the Event of an earlier run) or failed",
+                                    ["result"], registry=r)
         r.register(TopologyCollector(clusters))
         self._children: dict[Any, Any] = {}
+
+    def set_audit_pending(self, by_cause: Mapping[tuple[str, str], int]) -> None:
+        """The last audit's pending workloads by (verdict, cause), replacing the previous run's
+        whole: a cause gone since then has no series any more."""
+        self.audit_pending.clear()
+        for (verdict, cause), count in sorted(by_cause.items()):
+            self.audit_pending.labels(verdict, cause).set(count)
 
     def count_review(self, endpoint: str, kind: str, verdict: str, findings: Iterable[Any],
                      seconds: float) -> None:

@@ -1,13 +1,17 @@
-"""Large reviews off the event loop: in a forked child (one at a time) where ``os.fork`` exists,
-else in the worker thread against private views of the snapshots (see :mod:`webhook.app`)."""
+"""Work off the event loop: large reviews (see :mod:`webhook.app`) and the periodic audit
+(:mod:`webhook.periodic_audit`) run in a forked child where ``os.fork`` exists, else in a
+thread against private views of the snapshots."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import dataclasses
 import gc
 import os
 import pickle
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,10 +31,42 @@ def collect_child(pid: int, fd: int, received: bytearray) -> int:
     return os.waitpid(pid, 0)[1]
 
 
+async def run_in_child(job: Callable[..., Any], clusters: Sequence[Any] | None,
+                       on_cancel: Callable[[bytes], None] | None = None) -> tuple[str, Any]:
+    """``job(clusters, tell=...)`` in a child forked now (call it on the loop thread, between
+    two topology mutations: the child's copy-on-write snapshot is then never torn), with an
+    interpreter of its own; the child's ``(kind, value)`` (see :func:`child_main`). Cancelled
+    (a deadline), the child is killed and ``on_cancel`` gets the line it told before (a
+    review's uid; empty if none) before the cancellation goes on."""
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; it never returns
+        child_main(job, clusters, read_fd, write_fd)
+    os.close(write_fd)
+    received = bytearray()
+    collecting = loop.run_in_executor(None, collect_child, pid, read_fd, received)
+    try:
+        status = await asyncio.shield(collecting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if on_cancel is not None:
+            on_cancel(bytes(received).partition(b"\n")[0])
+        await asyncio.shield(collecting)   # the reader thread ends at the kill's EOF
+        raise
+    _, _, payload = bytes(received).partition(b"\n")
+    if not payload:
+        raise RuntimeError(f"the child process ended without an answer (status {status})")
+    kind, value = pickle.loads(payload)
+    return str(kind), value
+
+
 def child_main(job: Callable[..., Any], clusters: Sequence[Any] | None, read_fd: int,
                 write_fd: int) -> None:  # pragma: no cover - runs in the forked child
-    """The forked child: judge, write ``uid\\n`` as soon as it is known, then the pickled
-    ``(kind, value)``, and leave without running any of the parent's clean-up."""
+    """The forked child: run ``job(clusters, tell=...)``, write ``uid\\n`` as soon as a review's
+    uid is told (an empty line otherwise), then the pickled ``(kind, value)``, and leave
+    without running any of the parent's clean-up."""
     import signal as signals
 
     code = 0
@@ -120,8 +156,10 @@ def private_views(clusters: Sequence[Any] | None) -> list[Any] | None:
             views.append(snapshot)
             continue
         private = copy.copy(topology)
-        for name, empty in (("cache", {}), ("cache_bytes", 0), ("outcome_memo", None)):
-            if hasattr(private, name):
-                setattr(private, name, copy.copy(empty))
+        memo = getattr(private, "memo", None)   # derived data (policies.memo.SnapshotMemo)
+        if memo is not None:
+            private.memo = type(memo)(memo.max_entries, memo.max_bytes)
+        if hasattr(private, "outcome_memo"):
+            private.outcome_memo = None
         views.append(dataclasses.replace(snapshot, topology=private))  # type: ignore[type-var]
     return views

@@ -11,6 +11,7 @@ always a proof); ``unknown`` (nothing proven either way: no nodes, budget spent)
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from policies.config import Policy
 from policies.memo import StampedMemo
 from policies.topology import ClusterSnapshot, Topology
 
-from .capacity import _capacity_sum, _empty_capacity_of, _full, _now, _now_capacity_of, _sets
+from .capacity import _capacity_sum, _empty_capacity_of, _full, _now, _now_capacity_of, _Set, _sets
 from .devices import DevicePlan, device_plan, devices_never, is_device_column
 from .kueue import SetNeed, flavor_tolerations, with_tolerations
 from .nodes import runs_extended_toleration
@@ -248,13 +249,19 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
     queue = _queue_checks(question.queue, topo, hard_need, autoscaling, question.own, question.queue_admitted)
     if question.scheduler_queues and (queue is None or queue.verdict != Verdict.NEVER):
         tas = question.kueue_topology or (None,) * len(demands)
-        set_needs = [SetNeed(d.name, d.path, {r: v * h for r, v in d.units
-                                              if r != "pods" and v * h and not is_device_column(r)},
+        # Kueue's quota is asked for the pods it admits at once (the whole workload, for kinds
+        # it admits whole); the nodes still need only what any run needs.
+        admits = list(question.kueue_pods) or hard
+        set_needs = [SetNeed(d.name, d.path, {r: v * k for r, v in d.units
+                                              if r != "pods" and v * k and not is_device_column(r)},
                              h, q.placement, s, t)
-                     for q, d, h, s, t in zip(question.demands, demands, hard, sets, tas, strict=True)]
+                     for q, d, h, k, s, t in zip(question.demands, demands, hard, admits, sets, tas,
+                                                 strict=True)]
+        kueue_need = hard_need if not question.kueue_pods else \
+            {r: v for r, v in _gang_total(sets, admits).items() if not is_device_column(r)}
         other = _scheduler_queue_checks(question.scheduler_queues, topo, hard_need, question.namespace,
                                         question.queue_admitted, set_needs, question.kueue_excluded,
-                                        autoscaling)
+                                        autoscaling, kueue_need)
         if other is not None and (queue is None or other.verdict == Verdict.NEVER):
             queue = other
     if queue is not None and queue.verdict == Verdict.NEVER:
@@ -350,7 +357,23 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
     if reason is None:
         reason = "no placement found in the free resources now"
     return outcome(Verdict.WAITS, Cause.WAITS_FOR_ROOM, f"fits the empty cluster but waits: {reason}", path,
-                   **facts)
+                   most_free=_most_free(topo, sets, free_now), **facts)
+
+
+def _most_free(topo: Topology, sets: Sequence[_Set],
+               free: np.ndarray) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """Per pod set, the most of each resource it asks that one of its eligible nodes has free
+    now, in scheduler units: how far the wait is from its end (read by ``gpugate audit``)."""
+    out = []
+    for s in sets:
+        mask = s.elig.mask[: free.shape[0]]
+        most = []
+        for col in s.col_list:
+            resource = topo.resources[col]
+            if resource != "pods" and not is_device_column(resource):
+                most.append((resource, int(free[mask, col].max()) if mask.any() else 0))
+        out.append((s.demand.name, tuple(most)))
+    return tuple(out)
 
 
 def _check_with_placeholders(question: FitQuestion, topo: Topology, tick: Any,

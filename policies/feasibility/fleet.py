@@ -21,7 +21,7 @@ from .outcomes import STILL_RUNS, Cause, Outcome, Report, Verdict
 from .questions import FitQuestion, _question, _rows, _spec_fits, fit_question
 
 if TYPE_CHECKING:
-    from policies.context import Change
+    from policies.context import Change, Held
 
 __all__ = ["Answer", "evaluate"]
 
@@ -37,16 +37,21 @@ class Answer:
 
 
 def evaluate(workload: Workload, policy: Policy, clusters: Sequence[ClusterSnapshot],
-             deadline: float | None = None, change: Change | None = None) -> Answer | None:
+             deadline: float | None = None, change: Change | None = None,
+             held: Held | None = None) -> Answer | None:
     """The answer for ``workload`` on ``clusters`` (the context's member clusters); None
     when there is nothing to ask (no pods to place, or an UPDATE that asks what the stored
     object asked). ``deadline``: ``time.monotonic()`` past which nothing more is checked
-    (default: now plus the policy's ``feasibility.budgetMilliseconds``)."""
+    (default: now plus the policy's ``feasibility.budgetMilliseconds``). ``held``: an object
+    that exists already (an audit): what its own pods and pod groups hold is free for it and,
+    when its queue admitted it, the queue is not judged again."""
     options = policy.feasibility
     question = fit_question(workload, policy)
     if change is not None and question is not None:
         # None: the update does not change what the gang asks of the cluster
         question = _update_question(question, change, policy)
+    elif held is not None and question is not None:
+        question = dataclasses.replace(question, own=held.keys, queue_admitted=held.admitted)
     members = _member_questions(workload, policy, change)
     if question is None and not members:
         return None

@@ -128,6 +128,9 @@ class FitQuestion:
     # Resource prefixes Kueue does not account (queues.kueueExcludeResourcePrefixes), when it
     # names a Kueue queue.
     kueue_excluded: tuple[str, ...] = ()
+    # Per demand, the pods Kueue admits at once when it admits the whole workload
+    # (KindSpec.kueue_admits_all); (): the gang minimum.
+    kueue_pods: tuple[int, ...] = ()
     # Per demand, the Kueue topology it requires (policies.feasibility.kueue.podset_topology), when
     # it names a Kueue queue and some pod set has one.
     kueue_topology: tuple[PodSetTopology | None, ...] = ()
@@ -149,7 +152,8 @@ class FitQuestion:
                self.own, self.queue_admitted, self.extended_toleration, self.declared,
                tuple((q.name, q.system, q.path) for q in self.scheduler_queues),
                None if self.placeholders is None else self.placeholders._key, self.placeholder_hard,
-               self.placeholder_timeout, self.shares, self.kueue_excluded, self.kueue_topology, self.devices)
+               self.placeholder_timeout, self.shares, self.kueue_excluded, self.kueue_topology, self.devices,
+               self.kueue_pods)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -372,13 +376,28 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
         excluded = tuple(policy.data["queues"].get("kueueExcludeResourcePrefixes") or ()) if kueue else ()
         topology = tuple(podset_topology(p.annotations) for p in sets) if kueue else ()
         question = dataclasses.replace(question, scheduler_queues=others, kueue_excluded=excluded,
-                                       kueue_topology=topology if any(topology) else ())
+                                       kueue_topology=topology if any(topology) else (),
+                                       kueue_pods=_kueue_pods(workload, sets) if kueue else ())
     if question is not None:
         devices = pod_devices(sets, workload.namespace)
         if devices is not None:
             question = dataclasses.replace(question, devices=devices)
         question = _with_placeholders(question, workload, policy)
     return question
+
+
+def _kueue_pods(workload: Workload, sets: list[PodSet]) -> tuple[int, ...]:
+    """The pods of each pod set Kueue admits at once (:attr:`FitQuestion.kueue_pods`): all of
+    them for a kind it admits whole, or the partial-admission minimum it may go down to (read
+    only when valid: a whole number from 1 to the pod set's count, as Kueue's webhook demands)."""
+    spec = workload.spec
+    if not spec.kueue_admits_all:
+        return ()
+    counts = tuple(p.replicas for p in sets)
+    least = resolve(workload.doc, spec.kueue_min_count) if spec.kueue_min_count else None
+    if len(counts) == 1 and isinstance(least, str) and least.isdigit() and 0 < int(least) < counts[0]:
+        return (int(least),)
+    return counts
 
 
 def _with_placeholders(question: FitQuestion, workload: Workload, policy: Policy) -> FitQuestion:

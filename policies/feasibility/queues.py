@@ -90,14 +90,16 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int], au
 
 def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Mapping[str, int],
                             namespace: str | None, admitted: bool = False, sets: Sequence[SetNeed] = (),
-                            kueue_excluded: Sequence[str] = (), autoscaling: bool = False) -> Outcome | None:
+                            kueue_excluded: Sequence[str] = (), autoscaling: bool = False,
+                            kueue_need: Mapping[str, int] | None = None) -> Outcome | None:
     """Kueue LocalQueues and KAI queues: never when a KAI queue's limit (its own or an
     ancestor's) is below the gang's minimum, or the Kueue ClusterQueue can never admit it
     (:mod:`policies.feasibility.kueue`; ``sets``: each pod set's minimum need); waits when the
     queue named does not exist yet (Kueue and KAI hold the workload until it is created; judged
     only where the snapshot shows queues of that system at all) or for Kueue quota.
     ``admitted``: an UPDATE that keeps its queue: the queue's existence is not judged again;
-    ``autoscaling``: nodes may come (Kueue's flavors' nodes are not judged)."""
+    ``autoscaling``: nodes may come (Kueue's flavors' nodes are not judged); ``kueue_need``: what
+    Kueue's quota is asked, when it admits more than the gang minimum (default: ``need``)."""
     waits: Outcome | None = None
     for ref in refs:
         if ref.system == "kueue" and topo.local_queues:
@@ -108,7 +110,8 @@ def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Ma
                 targets = {cq for (_, name), cq in topo.local_queues.items() if name == ref.name}
                 known = bool(targets)
             if len(targets) == 1 and next(iter(targets)):
-                found = kueue_checks(ref.name, next(iter(targets)), topo, need, sets, ref.path,
+                found = kueue_checks(ref.name, next(iter(targets)), topo,
+                                     need if kueue_need is None else kueue_need, sets, ref.path,
                                      kueue_excluded, admitted, autoscaling)
                 if found is not None and found.verdict == Verdict.NEVER:
                     return found

@@ -109,7 +109,8 @@ class Recorder(list[Any]):
         """Called with every evaluation's answer."""
 
 
-_Evaluate = Callable[[Workload, Policy, "Sequence[ClusterSnapshot]", "float | None", Any], "Answer | None"]
+_Evaluate = Callable[[Workload, Policy, "Sequence[ClusterSnapshot]", "float | None", Any, Any],
+                     "Answer | None"]
 _evaluate_fleet: _Evaluate | None = None
 
 
@@ -149,7 +150,7 @@ def _evaluate(workload: Workload, ctx: Context) -> Feasibility | None:
     policy = ctx.policy
     if policy.feasibility.get("mode") == "off" or ctx.clusters is None:
         return None
-    answer = _fleet()(workload, policy, ctx.clusters, ctx.deadline, ctx.change)
+    answer = _fleet()(workload, policy, ctx.clusters, ctx.deadline, ctx.change, ctx.held)
     if answer is None:
         return None
     found: dict[str, list[Problem]] = {}

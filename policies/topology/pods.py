@@ -49,6 +49,8 @@ class PodUsage(NodeArrays):
         # owner_keys tuples, one object per owner, shared by its pods (bounded)
         self._owner_tuples: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._pods_on: dict[str, set[tuple[str, str]]] = {}
+        # owner key -> its bound pods (policies.changes.owner_keys), like _pods_on per node
+        self._pods_of: dict[str, set[tuple[str, str]]] = {}
 
     def _bound_requests(self, node: str) -> Iterator[tuple[int, int]]:
         for pod_key in self._pods_on.get(node, ()):
@@ -102,6 +104,8 @@ class PodUsage(NodeArrays):
             shared = self._owner_tuples[owners] = owners
         self._pods[key] = _Pod(node, request, fingerprint, shared)
         self._pods_on.setdefault(node, set()).add(key)
+        for owner in shared:
+            self._pods_of.setdefault(owner, set()).add(key)
         slot = self.node_index.get(node)
         if slot is not None:
             for col, v in request:
@@ -109,11 +113,12 @@ class PodUsage(NodeArrays):
             self.used_version += 1
 
     def _release(self, key: tuple[str, str], pod: _Pod) -> None:
-        on = self._pods_on.get(pod.node)
-        if on is not None:
-            on.discard(key)
-            if not on:
-                del self._pods_on[pod.node]
+        for index, name in ((self._pods_on, pod.node), *((self._pods_of, owner) for owner in pod.owners)):
+            keys = index.get(name)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[name]
         slot = self.node_index.get(pod.node)
         if slot is not None:
             for col, v in pod.request:
@@ -121,18 +126,19 @@ class PodUsage(NodeArrays):
             self.used_version += 1
     def own_usage(self, owners: frozenset[str]) -> np.ndarray | None:
         """Per node slot, what the bound pods filed under any of ``owners`` hold (see
-        policies.changes.owner_keys); None when they hold nothing. A scan of every pod:
-        only a spec-changing UPDATE asks."""
+        policies.changes.owner_keys); None when they hold nothing. Asked by a spec-changing
+        UPDATE and by an audit of each partly placed gang."""
         rows: np.ndarray | None = None
-        for pod in self._pods.values():
-            if pod.owners and not owners.isdisjoint(pod.owners):
-                slot = self.node_index.get(pod.node)
-                if slot is None:
-                    continue
-                if rows is None:
-                    rows = np.zeros((self.slots, self.alloc.shape[1]), dtype=np.int64)
-                for col, v in pod.request:
-                    rows[slot, col] += v
+        keys = set().union(*(self._pods_of.get(owner, ()) for owner in owners))
+        for key in keys:
+            pod = self._pods[key]
+            slot = self.node_index.get(pod.node)
+            if slot is None:
+                continue
+            if rows is None:
+                rows = np.zeros((self.slots, self.alloc.shape[1]), dtype=np.int64)
+            for col, v in pod.request:
+                rows[slot, col] += v
         return rows
 
 

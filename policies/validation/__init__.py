@@ -1,12 +1,12 @@
 """What each kind's own admission webhook, CRD schema or controller validation refuses.
 
-One module per project (``volcano``, ``kuberay``, ``kubeflow``, ``jobset``, ``lws``, ...), each
-a set of validators: functions from the raw object to the :class:`Refusal` s its project's
-own validation would give. A kind names its validator in the kinds table
-(``KindSpec.validate = "volcano.job"``: function ``job`` of ``policies/validation/volcano.py``);
-rule GG601 (kind-invalid) reports what it yields. Validators see the object as submitted
-(after mutation), never the cluster, and never raise: a field of the wrong type is GG002's
-business or simply not a refusal.
+One module per project (``volcano``, ``kuberay``, ``kubeflow``, ``jobset``, ``lws``, ...; a
+large one keeps its parts beside it, as ``kuberay_clusters``), each a set of validators:
+functions from the raw object to the :class:`Refusal` s its project's own validation would give.
+A kind names its validator in the kinds table (``KindSpec.validate = "volcano.job"``: function
+``job`` of ``policies/validation/volcano.py``); rule GG601 (kind-invalid) reports what it
+yields. Validators see the object as submitted (after mutation), never the cluster, and never
+raise: a field of the wrong type is GG002's business or simply not a refusal.
 
 Every validator is backed by the upstream project's own test tables, ported as data in
 ``tests/parity/`` (one row per upstream case, with its reference).

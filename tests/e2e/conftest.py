@@ -44,7 +44,8 @@ POLICY = {"apiVersion": "gpugate.io/v1alpha1", "kind": "Policy", "feasibility": 
 # CRDs the tests need: Volcano first (gpugate watches its Queues and PodGroups from the start),
 # the others in the background while the webhook starts.
 FIRST_CRDS = ("volcano",)
-LATER_CRDS = ("training-operator", "kuberay", "dlrover", "jobset", "lws", "trainer", "kai-scheduler", "kueue")
+LATER_CRDS = ("training-operator", "kuberay", "dlrover", "jobset", "lws", "trainer", "kai-scheduler", "kueue",
+              "wg-policy")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -23,6 +23,18 @@ def tolerations(pool: str = "training") -> list[dict[str, str]]:
             {"key": PRODUCT_KEY, "operator": "Equal", "value": PRODUCT, "effect": "NoSchedule"}]
 
 
+def usage_affinity(pool: str = "training") -> dict[str, Any]:
+    """The node affinity gpugate would inject for a workload of ``pool`` (GG101): used on objects
+    made while gpugate is not called that should pass its lint rules."""
+    pools = [t["value"] for t in tolerations(pool) if t["key"] == USAGE_KEY]
+    return {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": USAGE_KEY, "operator": "In", "values": pools}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchExpressions": [
+                {"key": USAGE_KEY, "operator": "In", "values": [pool]}]}}]}}
+
+
 def container(gpus: int = 0, cpu: str = "1", memory: str = "1Gi", name: str = "main") -> dict[str, Any]:
     requests = {"cpu": cpu, "memory": memory, **({GPU: str(gpus)} if gpus else {})}
     return {"name": name, "image": "busybox:1.36", "command": ["sleep", "1"],
@@ -207,3 +219,35 @@ def train_job(namespace: str, name: str, runtime: str, gpus: int, nodes: int = 2
                                     "kind": "ClusterTrainingRuntime"},
                      "trainer": {"numNodes": nodes,
                                  "resourcesPerNode": {"requests": per_node, "limits": dict(per_node)}}}}
+
+
+# -- Kueue's quota objects (its CRDs; no Kueue controller runs) -------------------------------
+
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
+
+
+def kueue_queues(namespace: str, name: str, local_queue: str, gpus: int) -> list[tuple[dict[str, Any], str]]:
+    """A ResourceFlavor and a ClusterQueue ``name`` granting ``gpus`` GPUs (in no cohort: all it
+    can ever grant), and the LocalQueue ``local_queue`` of ``namespace`` pointing at it; each
+    with its plural, in the order they are created."""
+    flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}}
+    cluster_queue = {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {
+        "namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["cpu", "memory", GPU],
+            "flavors": [{"name": name, "resources": [
+                {"name": "cpu", "nominalQuota": 64}, {"name": "memory", "nominalQuota": "256Gi"},
+                {"name": GPU, "nominalQuota": gpus}]}]}]}}
+    local = {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+             "metadata": {"name": local_queue, "namespace": namespace}, "spec": {"clusterQueue": name}}
+    return [(flavor, "resourceflavors"), (cluster_queue, "clusterqueues"), (local, "localqueues")]
+
+
+def kueue_workload(job: dict[str, Any], queue_name: str) -> dict[str, Any]:
+    """The Workload Kueue's job controller makes for the stored batch Job ``job`` (one pod set)."""
+    meta, spec = job["metadata"], job["spec"]
+    workload = {"apiVersion": KUEUE_API, "kind": "Workload",
+                "metadata": {"name": f"job-{meta['name']}", "namespace": meta["namespace"]},
+                "spec": {"queueName": queue_name,
+                         "podSets": [{"name": "main", "count": spec.get("parallelism", 1),
+                                      "template": spec["template"]}]}}
+    return owned_by(workload, job)
