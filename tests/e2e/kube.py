@@ -418,6 +418,7 @@ PLURALS = {
     "PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs", "XGBoostJob": "xgboostjobs",
     "PaddleJob": "paddlejobs", "JAXJob": "jaxjobs", "RayCluster": "rayclusters", "RayJob": "rayjobs",
     "RayService": "rayservices", "ElasticJob": "elasticjobs", "Namespace": "namespaces", "Node": "nodes",
+    "Event": "events",
 }
 CLUSTER_SCOPED = {"Queue", "Namespace", "Node"}
 

@@ -36,8 +36,8 @@ from kubernetes import client as k8s
 
 from policies.audit import VERDICTS
 
-from .conftest import Session
-from .kube import REPO, resource_path, wait_until
+from .conftest import POLICY, Session
+from .kube import REPO, Gpugate, resource_path, wait_until
 from .objects import (
     KUEUE_API,
     batch_job,
@@ -357,3 +357,47 @@ def test_write_reports_created_kept_updated_and_deleted(crds: Session, ignored_n
     # the other namespace's report was never touched
     after = reports.get_namespaced_custom_object(*REPORTS[:2], other, REPORTS[2], "gpugate")
     assert after["metadata"]["resourceVersion"] == kept["metadata"]["resourceVersion"]
+
+
+# -- the webhook's periodic audit -------------------------------------------------------------
+
+def test_periodic_audit_puts_events_on_jobs_that_never_run(crds: Session, ignored_namespace: str,
+                                                           made: list[str], tmp_path: Path) -> None:
+    """``gpugate serve --audit-interval 1`` beside the session's webhook, on the same cluster:
+    the Job that can never run gets one Warning Event (its count grows with later runs, never
+    a second Event); the Job that waits gets none; the metrics count both by verdict."""
+    e2e, ns = crds, ignored_namespace
+    _node(e2e, made, f"{ns}-0", ns, "any")
+    assert e2e.api.create(_job(ns, "filler", 8)).status == 201
+    bound_pods(e2e, ns, 1)
+    for job in (_job(ns, "never", 16), _job(ns, "waits", 8)):
+        assert e2e.api.create(job).status == 201
+    uids = {j["metadata"]["name"]: j["metadata"]["uid"] for j in e2e.api.list("batch/v1", "Job", ns)}
+    auditor = Gpugate(tmp_path / "auditor", e2e.cluster.kubeconfig, POLICY, "--audit-interval", "1",
+                      certs=(e2e.gate.cert, e2e.gate.key, e2e.gate.ca_bundle))
+    try:
+        auditor.wait_ready()
+
+        def events() -> list[dict[str, Any]]:
+            return [e for e in e2e.api.list("v1", "Event", ns) if e.get("reason") == "GpugateNeverFits"]
+
+        def counted_twice() -> list[dict[str, Any]]:
+            found = events()
+            return found if found and all(e.get("count", 0) >= 2 for e in found) else []
+
+        found = wait_until(counted_twice, 60, 0.5)
+        assert found, f"no Event counted twice in {ns}:\n{auditor.log()}"
+        (event,) = found
+        involved = event["involvedObject"]
+        assert (involved["kind"], involved["name"], involved["uid"]) == ("Job", "never", uids["never"])
+        assert event["type"] == "Warning" and event["source"]["component"] == "gpugate"
+        assert "16" in event["message"] and event["message"].endswith("(GG403)"), event["message"]
+        samples = auditor.samples()
+        pending = {(s[1]["verdict"], s[1]["cause"]): s[2] for s in samples
+                   if s[0] == "gpugate_audit_pending_gangs"}
+        assert pending.get(("never", "nodes-never-hold"), 0) >= 1, pending
+        assert pending.get(("waits", "waits-for-room"), 0) >= 1, pending
+        runs = {s[1]["result"]: s[2] for s in samples if s[0] == "gpugate_audit_runs_total"}
+        assert runs.get("ok", 0) >= 2, runs
+    finally:
+        auditor.stop()
