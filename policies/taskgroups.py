@@ -21,7 +21,13 @@ from policies.findings import SHORT_QUOTED_CHARS, quoted, quoted_repr
 from policies.kinds import (
     YUNIKORN_QUEUE_ANNOTATION,
 )
-from policies.names import DNS1123_SUBDOMAIN, LABEL_VALUE, QUALIFIED_NAME
+from policies.names import (
+    DNS1123_SUBDOMAIN,
+    LABEL_VALUE,
+    is_extended_resource,
+    is_native_resource,
+    is_qualified_name,
+)
 from policies.quantity import QuantityError, parse_quantity
 
 APP_ID_LABEL = "yunikorn.apache.org/app-id"
@@ -362,14 +368,6 @@ def _resource_checks(group: TaskGroup, what: str, totals: dict[str, int]) -> str
 
 # -- the placeholder pods -------------------------------------------------------------------------
 
-def _qualified(name: str) -> bool:
-    """A qualified name (``[prefix/]name``), as label and annotation keys must be."""
-    prefix, slash, last = name.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or DNS1123_SUBDOMAIN.fullmatch(prefix) is None):
-        return False
-    return 0 < len(last) <= 63 and QUALIFIED_NAME.fullmatch(last) is not None
-
-
 def _label_value(value: str) -> bool:
     return len(value) <= 63 and LABEL_VALUE.fullmatch(value) is not None
 
@@ -383,10 +381,10 @@ def _resource_refusal(name: str, amount: Fraction) -> str | None:
         if name == _CPU_CANONICAL:
             return "is YuniKorn's own name for cpu, not a container resource"
         return "" if name in _CONTAINER_STANDARD else "is not a container resource (cpu, memory, ...)"
-    if not _qualified(name) or name.count("/") > 1:
+    if not is_qualified_name(name):
         return "is not a resource name"
-    native = "kubernetes.io/" in name
-    if not native and (name.startswith("requests.") or not _qualified("requests." + name)):
+    native = is_native_resource(name)
+    if not native and not is_extended_resource(name):
         return "is not an extended resource name"
     if not native and amount.denominator != 1:
         return "is not a whole number (an extended resource)"
@@ -396,13 +394,13 @@ def _resource_refusal(name: str, amount: Fraction) -> str | None:
 def _placement_refusal(placement: dict[str, Any]) -> str | None:
     """Why the API server refuses this placement (None: unsure), or ""."""
     for key, value in placement.get("nodeSelector", {}).items():
-        if not _qualified(key) or not _label_value(value):
+        if not is_qualified_name(key) or not _label_value(value):
             return f"nodeSelector {_qn(key)} is not a label"
     for t in placement.get("tolerations", []):
         key, operator, value, effect = t["key"], t["operator"], t["value"], t["effect"]
         if operator in ("Gt", "Lt"):
             return None  # newer API servers accept them, behind a feature gate
-        if (key and not _qualified(key)) or (not key and operator != "Exists") \
+        if (key and not is_qualified_name(key)) or (not key and operator != "Exists") \
                 or operator not in ("", "Equal", "Exists") or (operator == "Exists" and value) \
                 or (operator != "Exists" and not _label_value(value)) or (effect and effect not in _EFFECTS) \
                 or ("tolerationSeconds" in t and effect != "NoExecute"):
@@ -437,7 +435,7 @@ def _requirement_problem(r: dict[str, Any]) -> str | None:
         count_ok = len(values) == 1
     else:
         return f"has operator {_qr(operator)}"
-    if not count_ok or not _qualified(r["key"]):
+    if not count_ok or not is_qualified_name(r["key"]):
         return "is not a valid requirement"
     return "" if all(_label_value(v) for v in values) else None
 
@@ -457,10 +455,10 @@ def placeholder_refusal(group: TaskGroup, app_id: str | None, queue: str) -> str
         labels[APP_ID_LABEL] = app_id
     labels[YUNIKORN_QUEUE_ANNOTATION] = queue
     for key, value in labels.items():
-        if not _qualified(key) or not _label_value(value):
+        if not is_qualified_name(key) or not _label_value(value):
             return f"placeholder label {_qn(key)}: {_qr(value)} is not a label"
     for key, _ in group.annotations:
-        if not _qualified(key.lower()):
+        if not is_qualified_name(key.lower()):
             return f"placeholder annotation {_qn(key)} is not an annotation key"
     unsure = bool(group.unread)
     for name, _, amount in group.resources or ():

@@ -17,7 +17,7 @@ from policies.derived import derived_pods
 from policies.findings import ObjectRef
 from policies.kinds import COMMON_QUEUES, DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
 from policies.memo import Scratch
-from policies.pointers import escape_pointer, join_pointer
+from policies.pointers import escape_pointer, join_pointer, unescape_pointer
 from policies.resources import pod_requests
 from policies.shapes import MISSING, ShapeError, expect_count, expect_list, expect_mapping, resolve
 from policies.shapes import type_name as _type_name
@@ -521,7 +521,7 @@ def _gang_min(doc: dict[str, Any], spec: KindSpec, pod_sets: list[PodSet]) -> tu
         explicit: int | None = value
     else:
         explicit = None if value is MISSING or value is None else expect_count(
-            value, spec.gang_min, spec.gang_min.rsplit("/", 1)[-1].replace("~1", "/"), None)
+            value, spec.gang_min, unescape_pointer(spec.gang_min.rsplit("/", 1)[-1]), None)
     if explicit is None or (explicit == 0 and spec.gang_min_zero_unset):
         return (derived if pod_sets else 0), ""
     return explicit, spec.gang_min

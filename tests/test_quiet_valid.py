@@ -14,7 +14,8 @@ import yaml
 from lint.cli import Report, lint_main, lint_text
 from policies.config import Policy, policy_from_data
 from policies.engine import evaluate
-from policies.feasibility import extended_resources, is_extended_resource
+from policies.feasibility import extended_resources
+from policies.names import is_extended_resource
 
 
 def findings(text: str, policy: Policy | None = None, clusters: Any = None) -> list[tuple[str, str]]:

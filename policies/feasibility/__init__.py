@@ -30,9 +30,9 @@ from .fleet import Answer, evaluate
 from .nodes import eligible_mask, runs_extended_toleration
 from .outcomes import Cause, ExplainRow, Outcome, Report, Verdict, fmt
 from .questions import Demand, FitQuestion, GroupQuestion, demands_for, fit_question
-from .specs import extended_resources, extended_toleration_mode, implied_tolerations, is_extended_resource
+from .specs import extended_resources, extended_toleration_mode, implied_tolerations
 
 __all__ = ["Verdict", "Cause", "ExplainRow", "Outcome", "Report", "Answer", "Demand", "GroupQuestion",
            "FitQuestion", "OutcomeMemo", "MEMO_ENTRIES", "check_cluster", "evaluate", "fit_question",
            "demands_for", "eligible_mask", "runs_extended_toleration", "extended_resources",
-           "extended_toleration_mode", "implied_tolerations", "is_extended_resource", "fmt"]
+           "extended_toleration_mode", "implied_tolerations", "fmt"]

@@ -11,6 +11,7 @@ from typing import Any
 
 from policies import memo
 from policies.config import Policy
+from policies.names import is_extended_resource
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -63,12 +64,6 @@ _EXTENDED = "gpugate.io/extendedResources"   # placement key: not a pod spec fie
 # Node labels every GKE node carries: a snapshot with them is a GKE cluster.
 GKE_NODE_LABELS = ("cloud.google.com/gke-nodepool", "cloud.google.com/gke-os-distribution",
                    "cloud.google.com/gke-boot-disk")
-
-
-def is_extended_resource(name: str) -> bool:
-    """Kubernetes' ``IsExtendedResourceName``: a domain-prefixed name outside
-    ``kubernetes.io`` that is not a quota name (``requests.*``)."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 def extended_resources(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -78,8 +78,7 @@ from policies.findings import (
     quoted,
 )
 from policies.gpu import GPU_RESOURCES
-from policies.names import DNS1123_SUBDOMAIN as _DNS_SUBDOMAIN
-from policies.names import QUALIFIED_NAME as _NAME_PART
+from policies.names import is_extended_resource, is_native_resource, qualified_name_problem
 from policies.quantity import QuantityError, parse_quantity
 from policies.resources import HUGEPAGES_PREFIX, is_pod_level_resource, pod_requests
 from policies.spec_problems import pod_set_problems
@@ -120,51 +119,22 @@ def _in_spec(pod_set: PodSet, policy: Policy) -> Iterator[SpecProblem]:
 
 # -- names --------------------------------------------------------------------------------------
 
-def _qualified_name_problem(name: str) -> str:
-    """Why ``name`` is not a qualified name (``[prefix/]name``, IsQualifiedName upstream), or ""."""
-    parts = name.split("/")
-    if len(parts) > 2:
-        return "has more than one '/'"
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            return "has an empty prefix"
-        if len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
-            return "has a prefix that is not a DNS subdomain"
-    last = parts[-1]
-    if not last or len(last) > 63 or not _NAME_PART.fullmatch(last):
-        return "is not a qualified name"
-    return ""
-
-
-def _is_native(name: str) -> bool:
-    return "/" not in name or "kubernetes.io/" in name
-
-
-def _is_extended(name: str) -> bool:
-    """An extended resource: named with a domain, not a native or quota name
-    (IsExtendedResourceName upstream). Counted in whole units, never overcommitted."""
-    if _is_native(name) or name.startswith("requests."):
-        return False
-    return not _qualified_name_problem("requests." + name)
-
-
 def _container_name_problem(name: str) -> str:
     """Why a container may not use resource ``name``, or ""."""
-    problem = _qualified_name_problem(name)
+    problem = qualified_name_problem(name)
     if problem:
         return problem
     if "/" not in name:
         if name not in _CONTAINER_STANDARD and not name.startswith(HUGEPAGES_PREFIX):
             return "is not a container resource (cpu, memory, ephemeral-storage, hugepages-*)"
-    elif not _is_native(name) and not _is_extended(name):
+    elif not is_native_resource(name) and not is_extended_resource(name):
         return "does not follow the extended resource name standard"
     return ""
 
 
 def _pod_level_name_problem(name: str) -> str:
     """Why ``spec.resources`` may not name ``name``, or ""."""
-    problem = _qualified_name_problem(name)
+    problem = qualified_name_problem(name)
     if problem:
         return problem
     if not is_pod_level_resource(name):
@@ -209,7 +179,7 @@ def _amount_problems(part: str, values: dict[str, tuple[Any, Fraction]], base: s
     for name, (raw, amount) in values.items():
         problem = ("is negative" if amount.numerator < 0
                    else "is not a whole number (extended resources are counted in units)"
-                   if not pod_level and amount.denominator != 1 and _is_extended(name)
+                   if not pod_level and amount.denominator != 1 and is_extended_resource(name)
                    else _hugepages_problem(name, amount) if name.startswith(HUGEPAGES_PREFIX)
                    else "")
         if problem:
@@ -223,7 +193,7 @@ def _request_limit_problems(requests: dict[str, tuple[Any, Fraction]],
     for name, (raw, amount) in requests.items():
         if amount.numerator < 0:
             continue  # reported as negative
-        strict = _is_extended(name) or name.startswith(HUGEPAGES_PREFIX)  # never overcommitted
+        strict = is_extended_resource(name) or name.startswith(HUGEPAGES_PREFIX)  # never overcommitted
         limit = limits.get(name)
         path = join_pointer(base, "requests", name)
         res, value = quoted(name, _Q), quoted(raw, _Q)

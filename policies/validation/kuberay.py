@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from policies.names import DNS1035_LABEL as _DNS1035
+from policies.pointers import join_pointer
 from policies.validation import Refusal, go_duration_seconds
 from policies.validation.kuberay_clusters import (
     _MANAGED_BY,
@@ -67,7 +68,7 @@ def raycluster(doc: dict[str, Any]) -> Iterator[Refusal]:
     yield from _name(doc, _MAX_CLUSTER_NAME, "RayCluster")
     spec = _map(resolve(doc, "/spec"))
     yield from _cluster_spec(spec, "/spec", _map(resolve(doc, "/metadata/annotations")))
-    origin = resolve(doc, "/metadata/labels/" + _ORIGIN_LABEL.replace("/", "~1"))
+    origin = resolve(doc, join_pointer("/metadata/labels", _ORIGIN_LABEL))
     yield from _upgrade_origin(spec, "/spec", _str(origin))
 
 
@@ -140,7 +141,7 @@ def _initializing_timeout(annotations: dict[str, Any]) -> Iterator[Refusal]:
     value = annotations.get(_INIT_TIMEOUT_ANNOTATION)
     if not isinstance(value, str) or not value:
         return
-    path = "/metadata/annotations/" + _INIT_TIMEOUT_ANNOTATION.replace("/", "~1")
+    path = join_pointer("/metadata/annotations", _INIT_TIMEOUT_ANNOTATION)
     seconds = go_duration_seconds(value)
     if seconds is None:
         seconds = _go_atoi(value)

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from policies.names import DNS1123_LABEL as _DNS1123_LABEL
-from policies.names import DNS1123_SUBDOMAIN as _DNS1123_SUBDOMAIN
 from policies.names import LABEL_VALUE as _LABEL_VALUE
-from policies.names import QUALIFIED_NAME as _QUALIFIED_NAME
+from policies.names import is_qualified_name
+from policies.pointers import unescape_pointer
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
 
@@ -513,12 +513,7 @@ def _env(container: dict[str, Any], last: bool = False) -> dict[str, dict[str, A
 
 
 def _qualified_name(key: Any) -> bool:
-    if not isinstance(key, str):
-        return True  # a key of the wrong type is GG002's
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
-        return False
-    return len(name) <= 63 and bool(_QUALIFIED_NAME.fullmatch(name)) and key.count("/") <= 1
+    return not isinstance(key, str) or is_qualified_name(key)   # a key of the wrong type is GG002's
 
 
 def _version(text: str) -> tuple[int, ...] | None:
@@ -548,6 +543,6 @@ def _field(pointer: str) -> str:
     """``/spec/workerGroupSpecs/0/minReplicas`` -> ``spec.workerGroupSpecs[0].minReplicas``."""
     out = ""
     for token in pointer.strip("/").split("/"):
-        token = token.replace("~1", "/").replace("~0", "~")
+        token = unescape_pointer(token)
         out += f"[{token}]" if token.isdigit() else (("." if out else "") + token)
     return out

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from policies.names import DNS1035_LABEL as _DNS1035
+from policies.pointers import join_pointer
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
 
@@ -156,7 +157,7 @@ def _subgroups(doc: dict[str, Any], size: int | None) -> Iterator[Refusal]:
         annotations = resolve(doc, "/metadata/annotations")
         if isinstance(annotations, dict) and SUBGROUP_EXCLUSIVE in annotations:
             yield _hook(f"metadata.annotations {SUBGROUP_EXCLUSIVE} is set without a subGroupPolicy",
-                        f"/metadata/annotations/{SUBGROUP_EXCLUSIVE.replace('/', '~1')}")
+                        join_pointer("/metadata/annotations", SUBGROUP_EXCLUSIVE))
         return
     group = _int(policy.get("subGroupSize"))
     at = "/spec/leaderWorkerTemplate/subGroupPolicy/subGroupSize"

@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from policies.names import is_qualified_name
 from policies.pointers import join_pointer
 from policies.validation import Refusal
 from policies.validation.volcano_fields import (
     _dict,
     _int,
     _is_dns_subdomain,
-    _is_qualified_name,
     _list,
     _minimum,
     _network_topology,
@@ -78,13 +78,13 @@ def job(doc: dict[str, Any]) -> Iterator[Refusal]:
         seen.add(names[index])
         yield from _policies(task.get("policies"), at + "/policies")
         pod = f"{job_name}-{names[index]}-{index}"
-        if job_name and not _is_qualified_name(pod):
+        if job_name and not is_qualified_name(pod):
             yield Refusal(
                 f"spec.tasks[{index}]: pod name {pod!r} ({len(pod)} characters) is not a valid "
                 "qualified name of at most 63 characters: Volcano's webhook refuses it", at + "/name")
         yield from _topology_policy(task, index)
         yield from _partition_policy(doc, task, index)
-    if job_name and not _is_qualified_name(job_name):
+    if job_name and not is_qualified_name(job_name):
         yield Refusal(f"metadata.name ({len(job_name)} characters) is not a valid qualified name of at most "
                       "63 characters: Volcano's webhook refuses it", "/metadata/name")
     yield from _policies(resolve(doc, "/spec/policies"), "/spec/policies")
@@ -198,7 +198,7 @@ def _counted(resource: str) -> bool:
         return True
     if "/" not in resource or "kubernetes.io/" in resource or resource.startswith("requests."):
         return False
-    return _is_qualified_name("requests." + resource)
+    return is_qualified_name("requests." + resource)
 
 
 _GO_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -213,7 +213,7 @@ def _hierarchy(doc: dict[str, Any]) -> Iterator[Refusal]:
     weights = _text(annotations.get(_HIERARCHY_WEIGHTS))
     if not path and not weights:
         return
-    at = "/metadata/annotations/" + _HIERARCHY_WEIGHTS.replace("/", "~1")
+    at = join_pointer("/metadata/annotations", _HIERARCHY_WEIGHTS)
     parts, numbers = path.split("/"), weights.split("/")
     if len(parts) != len(numbers):
         yield Refusal(f"metadata.annotations[{_HIERARCHY_WEIGHTS}] has {len(numbers)} weights for the "

@@ -12,7 +12,6 @@ from typing import Any
 
 from policies.names import DNS1123_LABEL as _DNS_LABEL
 from policies.names import DNS1123_SUBDOMAIN as _DNS_SUBDOMAIN
-from policies.names import QUALIFIED_NAME as _QUALIFIED_NAME
 from policies.quantity import QuantityError, parse_quantity
 from policies.validation import Refusal
 from policies.workload import MISSING, resolve
@@ -25,15 +24,6 @@ def _is_dns_label(name: str) -> bool:
 
 def _is_dns_subdomain(name: str) -> bool:
     return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
-
-
-def _is_qualified_name(name: str) -> bool:
-    """Kubernetes' qualified name: an optional DNS-subdomain prefix and ``/``, then a name of at
-    most 63 alphanumerics, ``-``, ``_`` and ``.`` starting and ending alphanumeric."""
-    prefix, slash, rest = name.rpartition("/")
-    if slash and (not prefix or not _is_dns_subdomain(prefix) or "/" in prefix):
-        return False
-    return 0 < len(rest) <= 63 and _QUALIFIED_NAME.fullmatch(rest) is not None
 
 
 # -- small readers: a field of the wrong type is GG002's, never a refusal here ----------------
