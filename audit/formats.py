@@ -76,9 +76,9 @@ def _detail(entry: Entry) -> list[str]:
 def format_table(audit: Audit, source: Source) -> str:
     out = [_headline(audit, source)]
     out.extend(f"note: no {kind} read: {why}" for kind, why in source.absent.items())
-    if not source.has_workloads:
-        out.append("note: the objects hold no workloads (Jobs, JobSets, ...): pending pods are judged one "
-                   "by one; write the snapshot with 'gpugate snapshot --workloads'")
+    if source.api_client is None and not source.has_workloads:   # a snapshot written without them
+        out.append("note: the snapshot holds no workloads (Jobs, JobSets, ...): pending pods are judged one "
+                   "by one; write it with 'gpugate snapshot --workloads'")
     pending = audit.pending
     if pending:
         out.append("")

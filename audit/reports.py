@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from policies.audit.policyreports import API_VERSION, MANAGED_BY, REPORT_NAME
+from webhook.kube import namespace_terminating
 
 __all__ = ["Written", "ReportsError", "write_reports"]
 
@@ -64,11 +65,7 @@ def _status(exc: ApiException) -> dict[str, Any]:
 
 
 def _terminating(exc: ApiException) -> bool:
-    """Whether the API server refused because the namespace is being deleted (NamespaceLifecycle)."""
-    details = _status(exc).get("details")
-    causes = details.get("causes") if isinstance(details, dict) else None
-    return exc.status == 403 and any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating"
-                                     for c in causes or [])
+    return namespace_terminating(int(exc.status or 0), _status(exc))
 
 
 def _explain(exc: ApiException, what: str) -> ReportsError:

@@ -67,6 +67,8 @@ class FakeApiServer:
         self.empty_watches = False  # every watch ends at once with no event (a misbehaving proxy)
         self.expire_continue = 0    # this many continued list requests get 410 (token expired)
         self.forbidden: set[str] = set()   # plurals answered 403 (RBAC does not grant them)
+        # namespaces being deleted: creating anything in them is refused, as NamespaceLifecycle does
+        self.terminating: set[str] = set()
         self.down = False
         self.hung = False           # see set_hung()
         self.probes = 0             # requests to /readyz, /livez, /version answered
@@ -323,6 +325,14 @@ class FakeApiServer:
         if refused is not None:
             return refused
         namespace = request.match_info["namespace"]
+        if namespace in self.terminating:
+            message = (f"events is forbidden: unable to create new content in namespace {namespace} "
+                       "because it is being terminated")
+            return web.json_response({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                "reason": "Forbidden", "code": 403, "details": {"kind": "events", "causes": [
+                    {"reason": "NamespaceTerminating", "message": message, "field": "metadata.namespace"}]}},
+                status=403)
         event = await request.json()
         meta = event.setdefault("metadata", {})
         if meta.setdefault("namespace", namespace) != namespace or not meta.get("name"):

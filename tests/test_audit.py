@@ -463,3 +463,11 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_does_not(tmp_path: Path) -> N
     assert b"/60 objects" in seen and b"\r\x1b[K" in seen
     piped = subprocess.run(command, capture_output=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
     assert b"objects" not in piped.stderr and b"\x1b" not in piped.stderr
+
+
+def test_a_spent_budget_is_unknown_and_names_the_audits_budget() -> None:
+    waits = job("waits", 8)
+    objects = [*gpu_nodes(4), *busy(3), waits, pod_of(waits, 0, 8)]
+    entry = audit(objects, snapshot(objects), Policy(), budget_seconds=1e-9).entries[-1]
+    assert entry.gang is not None and (entry.gang.verdict, entry.gang.cause) == ("unknown", "budget-spent")
+    assert "1e-06 ms per object, --budget-ms" in entry.gang.reason

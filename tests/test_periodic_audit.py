@@ -304,6 +304,25 @@ def test_events_not_granted_are_counted_and_said(server: FakeApiServer,
     assert "deploy/components/audit" in caplog.text
 
 
+def test_a_namespace_being_deleted_costs_its_own_event_only(server: FakeApiServer) -> None:
+    """NamespaceLifecycle refuses new Events in a namespace being deleted (403): that Event
+    fails, and the others of the run are still written (it is not a missing permission)."""
+    doomed, doomed_pod = job_and_pod("doomed", "600")
+    for obj in (doomed, doomed_pod):
+        obj["metadata"]["namespace"] = "leaving"
+    doomed_pod["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"    # judged first: older
+    server.add(doomed, doomed_pod)
+    server.terminating.add("leaving")
+    with AuditedHook(server) as hooked:
+        assert hooked.run() == "error"
+        metrics = hooked.metrics()
+    assert [e["involvedObject"]["name"] for e in server.stored_events()] == ["huge"]
+    assert sample(metrics, "gpugate_audit_events_total", result="created") == 1
+    assert sample(metrics, "gpugate_audit_events_total", result="failed") == 1
+    assert hooked.audit.last is not None
+    assert any("being deleted" in error for error in hooked.audit.last.errors), hooked.audit.last.errors
+
+
 # -- the Event itself, without a server ------------------------------------------------------------
 
 def _entries(*objects: dict[str, Any]) -> list[Any]:

@@ -122,6 +122,16 @@ KUEUE_WORKLOADS = Resource("Workload", "kueue.x-k8s.io", "v1beta2", "workloads",
                            name="KueueWorkload", older_versions=("v1beta1",))
 
 
+def namespace_terminating(status: int, answer: Any) -> bool:
+    """Whether the API server refused a write because its namespace is being deleted (the
+    NamespaceLifecycle admission plugin: 403 with the cause ``NamespaceTerminating``), not for
+    want of permission. ``answer``: the Status object it sent."""
+    details = answer.get("details") if isinstance(answer, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return status == 403 and isinstance(causes, list) and any(
+        isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
+
+
 def workload_resources(api_client: k8s.ApiClient) -> tuple[Resource, ...]:
     """The kinds of the kinds table (policies.kinds) that :data:`RESOURCES` does not list (Jobs,
     JobSets, RayClusters, Deployments, ...), each at the version the API server prefers for its

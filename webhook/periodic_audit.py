@@ -52,7 +52,7 @@ from kubernetes.client.exceptions import ApiException
 
 from policies.audit import VERDICTS, Entry, audit
 from webhook import jsonio
-from webhook.kube import RESOURCES, WatchOptions, close_response, workload_resources
+from webhook.kube import RESOURCES, WatchOptions, close_response, namespace_terminating, workload_resources
 from webhook.offload import CAN_FORK, private_views, run_in_child
 from webhook.watch import export_topology
 
@@ -255,6 +255,8 @@ class EventWriter:
         return self._refused(status, answer)
 
     def _refused(self, status: int, answer: dict[str, Any]) -> str:
+        if namespace_terminating(status, answer):    # that namespace only: the run goes on
+            return "the namespace is being deleted"
         if status == 403:
             self._forbidden = True
             return "forbidden (403): grant create, get and patch on events (deploy/components/audit)"

@@ -237,15 +237,17 @@ def _verdict(answer: Feasibility | None, findings: list[Finding], feasibility_on
     notes = list(first.notes) if first is not None else []
     verdict = answer.verdict.value
     reports = answer.answer.reports
-    if verdict == "fits" or not reports:
+    if verdict == "fits":
         where = ""
         if first is not None and first.witness:
             nodes = {n for placed in first.witness.values() for n in placed}
             where = f" ({len(nodes)} node{'s' * (len(nodes) != 1)})"
         return GangVerdict(verdict, "fits", "", _FITS_WORDS.replace("now;", f"now{where};", 1), rows, notes)
+    if not reports:   # (every other verdict comes with its reasons)
+        return GangVerdict(verdict, "not-checked", "GG406", "no reason was given", rows, notes)
     report = reports[0]
     cause = report.cause.value
-    if report.cause.value == "budget-spent":   # the audit's budget, not the policy's
+    if cause == "budget-spent":   # the audit's budget, not the policy's
         return GangVerdict(verdict, cause, rule_for(report.cause),
                            f"the feasibility budget ({budget * 1000:g} ms per object, --budget-ms) ran out",
                            rows, notes)
