@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import gc
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from policies.snapshots import SnapshotError, member_names, snapshot_objects
 from policies.topology import ClusterSnapshot, Topology
 from policies.workload import is_kubernetes_object
 
-__all__ = ["Source", "SourceError", "from_snapshot", "from_cluster", "default_kubeconfig"]
+__all__ = ["Source", "SourceError", "from_snapshot", "from_cluster"]
 
 _T = TypeVar("_T")
 
@@ -81,16 +80,6 @@ def from_snapshot(path: str, policy: Policy) -> Source:
     return Source(objects, ClusterSnapshot(name, topology), path, "")
 
 
-def default_kubeconfig() -> str | None:
-    """kubectl's kubeconfig: the first file of ``$KUBECONFIG``, else ``~/.kube/config``; None
-    when neither exists (then the in-cluster service account is used)."""
-    for candidate in (*os.environ.get("KUBECONFIG", "").split(os.pathsep), "~/.kube/config"):
-        path = os.path.expanduser(candidate) if candidate else ""
-        if path and os.path.isfile(path):
-            return path
-    return None
-
-
 def from_cluster(kubeconfig: str | None, context: str | None, policy: Policy) -> Source:
     """Every object of the topology's kinds and of the workload kinds the API server serves,
     listed once."""
@@ -99,7 +88,7 @@ def from_cluster(kubeconfig: str | None, context: str | None, policy: Policy) ->
     from kubernetes.config.config_exception import ConfigException
 
     from webhook.kube import RESOURCES, WatchOptions, workload_resources
-    from webhook.watch import ExportFailed, api_client_for, export_topology
+    from webhook.watch import ExportFailed, api_client_for, default_kubeconfig, export_topology
 
     try:
         api_client, name = api_client_for(kubeconfig or default_kubeconfig(), context)

@@ -109,3 +109,26 @@ def test_snapshot_fails_without_nodes_or_pods(bare: FakeApiServer, tmp_path: Pat
     code, document, err = snapshot(bare, tmp_path, capsys)
     assert code == 2 and document is None
     assert f"cannot list {plural}: the API server answered 403" in err
+
+
+def test_snapshot_of_the_workloads_with_kubectls_kubeconfig(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--workloads`` adds the kinds of the kinds table the API server serves (what ``gpugate
+    audit --cluster FILE`` judges); without ``--kubeconfig`` the first file of ``$KUBECONFIG``
+    that exists is read, as kubectl does."""
+    import os
+
+    from webhook.kube import RESOURCES, Resource
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+           "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    served = (*RESOURCES, Resource("Job", "batch", "v1", "jobs", optional=True, name="Job.batch"))
+    with FakeApiServer(served) as fake:
+        fake.add(node("n0"), pod("a", "n0"), job)
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
+        monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'absent'}{os.pathsep}{kubeconfig}")
+        for extra, expected in (([], ["Node", "Pod"]), (["--workloads"], ["Job", "Node", "Pod"])):
+            out = tmp_path / "cluster.yaml"
+            assert snapshot_main([*extra, "-o", str(out)]) == 0, capsys.readouterr().err
+            assert kinds(yaml.safe_load(out.read_text())) == expected

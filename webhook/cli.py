@@ -161,7 +161,8 @@ def build_snapshot_parser() -> argparse.ArgumentParser:
                     "CRDs that a cluster may not have: those it does not serve are left out and named "
                     "on stderr.")
     parser.add_argument("--kubeconfig", metavar="FILE",
-                        help="kubeconfig (default: the in-cluster service account)")
+                        help="kubeconfig (default: $KUBECONFIG or ~/.kube/config, as kubectl; else the "
+                             "in-cluster service account)")
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("-o", "--output", default="-", metavar="FILE",
                         help="where to write (default: stdout); .json writes JSON, anything else YAML")
@@ -180,11 +181,11 @@ def snapshot_main(argv: Sequence[str]) -> int:
     from kubernetes.config.config_exception import ConfigException
 
     from webhook.kube import RESOURCES, WatchOptions, workload_resources
-    from webhook.watch import ExportFailed, api_client_for, export_topology
+    from webhook.watch import ExportFailed, api_client_for, default_kubeconfig, export_topology
 
     logging.basicConfig(level=logging.WARNING, format="gpugate: %(message)s")
     try:
-        api_client, _ = api_client_for(args.kubeconfig, args.context)
+        api_client, _ = api_client_for(args.kubeconfig or default_kubeconfig(), args.context)
     except (ConfigException, OSError) as exc:
         return _fail(f"cannot configure the Kubernetes client: {exc}")
     try:

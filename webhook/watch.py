@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -381,6 +382,16 @@ def snapshot_objects(api_client: k8s.ApiClient, resources: Iterable[Resource] = 
                      options: WatchOptions | None = None) -> list[dict[str, Any]]:
     """Every object of the topology kinds (see :func:`export_topology`)."""
     return export_topology(api_client, resources, options).objects
+
+
+def default_kubeconfig() -> str | None:
+    """kubectl's kubeconfig: the first file of ``$KUBECONFIG``, else ``~/.kube/config``; None
+    when neither exists (then the in-cluster service account is used)."""
+    for candidate in (*os.environ.get("KUBECONFIG", "").split(os.pathsep), "~/.kube/config"):
+        path = os.path.expanduser(candidate) if candidate else ""
+        if path and os.path.isfile(path):
+            return path
+    return None
 
 
 def api_client_for(kubeconfig: str | None = None, context: str | None = None) -> tuple[k8s.ApiClient, str]:
