@@ -104,6 +104,8 @@ def test_owner_cycles_and_hostile_metadata_do_not_break_the_walk() -> None:
     ]
     result = audit([*gpu_nodes(1), a, b, *hostile], snapshot(gpu_nodes(1)), Policy())
     assert {e.subject.ref.kind for e in result.entries} <= {"Job", "Pod"}
+    json.dumps(result.as_dict())                   # every output renders
+    json.dumps(list(build_reports(result, 0).values()))
 
 
 def test_objects_being_deleted_are_not_judged() -> None:

@@ -67,15 +67,13 @@ def child_main(job: Callable[..., Any], clusters: Sequence[Any] | None, read_fd:
     """The forked child: run ``job(clusters, tell=...)``, write ``uid\\n`` as soon as a review's
     uid is told (an empty line otherwise), then the pickled ``(kind, value)``, and leave
     without running any of the parent's clean-up."""
-    import signal as signals
-
     code = 0
     try:
         os.close(read_fd)
         # The server's signal handling is not the child's (see webhook.static._load_in_child).
-        signals.set_wakeup_fd(-1)
-        for number in (signals.SIGTERM, signals.SIGINT):
-            signals.signal(number, signals.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, signal.SIG_DFL)
         # Let go of the parent's sockets (listener, connections): a connection the parent
         # closes meanwhile must end now, not when this child exits.
         os.closerange(3, write_fd)

@@ -110,18 +110,12 @@ def _timestamp(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _uid(entry: Entry) -> str:
-    meta = entry.subject.doc.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, dict) else None
-    return uid if isinstance(uid, str) else ""
-
-
 def event_name(entry: Entry) -> str:
     """``<name>.gpugate.<hash of the uid and the cause>``: the same Event for the same
     subject and cause on every run (and every replica), a new one when the cause changes."""
     assert entry.gang is not None
     ref = entry.subject.ref
-    key = _uid(entry) or f"{ref.api_version}/{ref.kind}/{ref.namespace}/{ref.name}"
+    key = entry.subject.uid or f"{ref.api_version}/{ref.kind}/{ref.namespace}/{ref.name}"
     suffix = f".gpugate.{hashlib.sha256(f'{key}/{entry.gang.cause}'.encode()).hexdigest()[:10]}"
     head = _NOT_IN_NAME.sub("-", (ref.name or "").lower())[:NAME_LIMIT - len(suffix)].strip(".-")
     return (head or "object") + suffix
@@ -143,7 +137,7 @@ def event_for(entry: Entry, now: dt.datetime, instance: str) -> dict[str, Any]:
     involved = {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name or ""}
     if ref.namespace:
         involved["namespace"] = ref.namespace
-    if uid := _uid(entry):
+    if uid := entry.subject.uid:
         involved["uid"] = uid
     stamp = _timestamp(now)
     return {"apiVersion": "v1", "kind": "Event",

@@ -94,7 +94,7 @@ class Entry:
     def as_dict(self) -> dict[str, Any]:
         s = self.subject
         out: dict[str, Any] = {
-            "object": {**s.ref.as_dict(), "uid": (s.doc.get("metadata") or {}).get("uid")},
+            "object": {**s.ref.as_dict(), "uid": s.uid or None},
             "kind": s.kind_label, "queues": self.queues,
             "pending": s.pending, "heldBy": s.held_by, "podsUnscheduled": s.unscheduled,
             "podsBound": s.bound, "since": s.since or None, "systemSays": s.system_says,

@@ -10,7 +10,6 @@ feasibility rules' own findings are not repeated: the verdict says it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from policies.findings import Finding, Severity
@@ -43,13 +42,11 @@ def report_key(namespace: str | None) -> tuple[str, str]:
 
 def _resource(entry: Entry) -> dict[str, Any]:
     ref = entry.subject.ref
-    meta = entry.subject.doc.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, Mapping) else None
     out = {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name or ""}
     if ref.namespace:
         out["namespace"] = ref.namespace
-    if isinstance(uid, str) and uid:
-        out["uid"] = uid
+    if entry.subject.uid:
+        out["uid"] = entry.subject.uid
     return out
 
 

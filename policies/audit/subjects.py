@@ -97,6 +97,10 @@ class Subject:
     def kind_label(self) -> str:
         return self.spec.label
 
+    @property
+    def uid(self) -> str:
+        return _uid(self.doc)
+
     def held_keys(self) -> frozenset[str]:
         """The keys its pods and pod groups are filed under in the topology
         (:func:`policies.changes.identity_keys` of its tree)."""
