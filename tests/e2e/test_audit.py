@@ -392,12 +392,17 @@ def test_periodic_audit_puts_events_on_jobs_that_never_run(crds: Session, ignore
         assert (involved["kind"], involved["name"], involved["uid"]) == ("Job", "never", uids["never"])
         assert event["type"] == "Warning" and event["source"]["component"] == "gpugate"
         assert "16" in event["message"] and event["message"].endswith("(GG403)"), event["message"]
-        samples = auditor.samples()
+        def recorded() -> list[tuple[str, dict[str, str], float]]:
+            # a run's numbers reach the metrics when its child has ended, after its Events
+            samples = auditor.samples()
+            ok = sum(s[2] for s in samples if s[0] == "gpugate_audit_runs_total" and s[1]["result"] == "ok")
+            return samples if ok >= 2 else []
+
+        samples = wait_until(recorded, 30, 0.5)
+        assert samples, auditor.metrics_text()
         pending = {(s[1]["verdict"], s[1]["cause"]): s[2] for s in samples
                    if s[0] == "gpugate_audit_pending_gangs"}
         assert pending.get(("never", "nodes-never-hold"), 0) >= 1, pending
         assert pending.get(("waits", "waits-for-room"), 0) >= 1, pending
-        runs = {s[1]["result"]: s[2] for s in samples if s[0] == "gpugate_audit_runs_total"}
-        assert runs.get("ok", 0) >= 2, runs
     finally:
         auditor.stop()
