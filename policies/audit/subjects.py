@@ -34,6 +34,7 @@ _NODE_BOUND_OWNERS = frozenset({"DaemonSet", "Node"})
 _GROUP_PENDING_PHASES = frozenset({"Pending", "Inqueue"})
 _POD_GROUPS = {("scheduling.volcano.sh", "PodGroup"): "volcano", ("scheduling.run.ai", "PodGroup"): "kai"}
 _KUEUE_WORKLOAD = ("kueue.x-k8s.io", "Workload")
+_NOT_ADMITTED = "not admitted by Kueue"
 # Where a suspended object says so (a batch Job, JobSet, RayJob; Kubeflow's runPolicy).
 _SUSPEND_PATHS = (("spec", "suspend"), ("spec", "runPolicy", "suspend"))
 
@@ -287,7 +288,7 @@ def _subject(top: dict[str, Any], spec: KindSpec, tree: list[dict[str, Any]]) ->
             admitted = isinstance(status, Mapping) and bool(status.get("admission"))
             subject.kueue_admitted |= admitted
             if not admitted and not _condition_true(obj, "Finished"):
-                _note(subject.held_by, "not admitted by Kueue")
+                _note(subject.held_by, _NOT_ADMITTED)
                 for words in _condition_words(obj, ("QuotaReserved", "Admitted")):
                     _note(subject.system_says, f"kueue: {words}")
     for phase in group_phases:
@@ -299,7 +300,7 @@ def _subject(top: dict[str, Any], spec: KindSpec, tree: list[dict[str, Any]]) ->
         subject.held_by.insert(0, f"{subject.unscheduled} pod{plural} not scheduled")
     labels = _meta(top).get("labels")
     if _suspended(top) and isinstance(labels, Mapping) and labels.get(KUEUE_QUEUE_LABEL) \
-            and "not admitted by Kueue" not in subject.held_by:
+            and _NOT_ADMITTED not in subject.held_by:    # (its Workload says so already)
         subject.held_by.append("suspended under a Kueue queue")
     created = _meta(top).get("creationTimestamp")
     subject.since = oldest or (created if isinstance(created, str) else "")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,9 +150,9 @@ def _column_name(kind: str, content: Any) -> str:
     return f"{DEVICE_PREFIX}{kind}:{digest}"
 
 
-def _write(topo: Topology, name: str, full: np.ndarray, free: np.ndarray, keep: set[str]) -> None:
+def _write(topo: Topology, name: str, full: np.ndarray, free: np.ndarray, keep: Collection[str]) -> None:
     """Put a device column in the topology's matrices: ``full`` as allocatable, what
-    ``free`` leaves as used."""
+    ``free`` leaves as used; the columns named in ``keep`` are never reused for it."""
     col = topo.res_index.get(name)
     if col is None:
         ours = [c for c, r in enumerate(topo.resources) if is_device_column(r) and r not in keep]
@@ -244,15 +244,12 @@ class _Build:
     reasons: _Reasons
     reads: _Reads
     tick: Tick
+    # the columns written so far (never reused for another while this plan is built)
     columns: dict[str, tuple[str, str]] = field(default_factory=dict)
-    keep: set[str] = field(default_factory=set)
-    written: set[str] = field(default_factory=set)
 
     def write(self, name: str, full: np.ndarray, free: np.ndarray, what: str, path: str) -> None:
-        self.keep.add(name)
-        _write(self.topo, name, full, free, self.keep)
-        self.written.add(name)
         self.columns[name] = (what, path)
+        _write(self.topo, name, full, free, self.columns.keys())
 
 
 def _build_plan(question: FitQuestion, topo: Topology, mapped: Mapping[str, DeviceClass], reads: _Reads,
@@ -278,7 +275,7 @@ def _build_plan(question: FitQuestion, topo: Topology, mapped: Mapping[str, Devi
             if device_class is None or amount <= 0:
                 continue
             name = _column_name("ext", (resource, device_class))
-            if name not in build.written:
+            if name not in build.columns:
                 _extended_column(build, name, resource, device_class, demand.path)
             units = [(r, v) for r, v in units if r != resource]
             extra.append((name, amount))
@@ -333,7 +330,7 @@ def _claim_columns(build: _Build, demand: Demand, pod: PodDevices) -> list[tuple
             per_pod_limits.extend(limits)
             continue
         name = _column_name("shared", (pod.namespace, claim.ref, spec))
-        if name not in build.written:
+        if name not in build.columns:
             record = topo.resource_claims.get((pod.namespace, claim.ref))
             if record is not None and record.is_allocated:
                 # allocated: its pods go where the allocation is reachable from
@@ -354,7 +351,7 @@ def _claim_columns(build: _Build, demand: Demand, pod: PodDevices) -> list[tuple
         return extra
     if per_pod:
         name = _column_name("pod", (tuple((n.alternatives, n.where) for n in per_pod), tuple(per_pod_limits)))
-        if name not in build.written:
+        if name not in build.columns:
             full = _pods_per_node(topo, table, per_pod, every, reasons, build.tick, per_pod_limits)
             free = _pods_per_node(topo, table, per_pod, build.free, reasons, build.tick, per_pod_limits)
             path = next((c.path for c in pod.claims if not c.shared), demand.path)

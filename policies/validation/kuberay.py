@@ -147,8 +147,7 @@ def _initializing_timeout(annotations: dict[str, Any]) -> Iterator[Refusal]:
         seconds = _go_atoi(value)
         if seconds is None:
             yield Refusal(f"annotation {_INIT_TIMEOUT_ANNOTATION} {value!r} is neither a duration (5m, 1h) "
-                          "nor "
-                          "a whole number of seconds: KubeRay refuses it", path)
+                          "nor a whole number of seconds: KubeRay refuses it", path)
             return
     if seconds <= 0:
         yield Refusal(f"annotation {_INIT_TIMEOUT_ANNOTATION} {value!r} is not positive: KubeRay refuses it",
@@ -192,8 +191,7 @@ def _job_spec(doc: dict[str, Any]) -> Iterator[Refusal]:
                           "cluster to run on", "/spec/clusterSelector")
         if mode == "SidecarMode":
             yield Refusal("spec.clusterSelector is set with spec.submissionMode SidecarMode: KubeRay does "
-                          "not "
-                          "support it", "/spec/clusterSelector")
+                          "not support it", "/spec/clusterSelector")
         if backoff is not None and backoff > 0:
             yield Refusal(f"spec.backoffLimit {backoff} is set with spec.clusterSelector: KubeRay does not "
                           "retry a RayJob on an existing cluster", "/spec/backoffLimit")
@@ -332,13 +330,11 @@ def _deletion_rules(rules: list[Any], base: str, selector: bool, autoscaling: bo
             continue
         if selector and policy in ("DeleteCluster", "DeleteWorkers"):
             yield Refusal(f"{_field(path)}.policy {policy} is set with spec.clusterSelector: KubeRay does "
-                          "not "
-                          "delete a cluster it did not create", path + "/policy")
+                          "not delete a cluster it did not create", path + "/policy")
             continue
         if autoscaling and policy == "DeleteWorkers":
             yield Refusal(f"{_field(path)}.policy DeleteWorkers is set with autoscaling enabled: KubeRay "
-                          "does "
-                          "not support it", path + "/policy")
+                          "does not support it", path + "/policy")
             continue
         key = ("jobStatus", status) if status is not None else ("jobDeploymentStatus", deployment)
         if not isinstance(key[1], str):
@@ -356,10 +352,8 @@ def _deletion_rules(rules: list[Any], base: str, selector: bool, autoscaling: bo
                 continue
             if previous is not None and ttls[policy] < previous[1]:
                 yield Refusal(f"{_field(base)}: for {kind} {value}, {policy} ttlSeconds {ttls[policy]} is "
-                              "less "
-                              f"than {previous[0]} ttlSeconds {previous[1]}: KubeRay deletes workers, then "
-                              "the "
-                              "cluster, then the RayJob", base)
+                              f"less than {previous[0]} ttlSeconds {previous[1]}: KubeRay deletes workers, "
+                              "then the cluster, then the RayJob", base)
             previous = (policy, ttls[policy])
 
 

@@ -88,9 +88,8 @@ def _cluster_spec(spec: dict[str, Any], base: str, annotations: dict[str, Any]) 
                               "KubeRay's webhook needs unique worker group names", path + "/groupName")
             names.setdefault(name, index)
         if not _containers(group):
-            yield Refusal(f"{_field(path)}.template.spec.containers is empty: KubeRay needs a Ray "
-                          "container in "
-                          "each worker group", path + "/template/spec/containers")
+            yield Refusal(f"{_field(path)}.template.spec.containers is empty: KubeRay needs a Ray container "
+                          "in each worker group", path + "/template/spec/containers")
         yield from _replicas(group, path)
         yield from _group_resources(group, path)
         yield from _group_labels(group, path)
@@ -100,14 +99,12 @@ def _cluster_spec(spec: dict[str, Any], base: str, annotations: dict[str, Any]) 
                           path + "/idleTimeoutSeconds")
         elif idle is not None and not v2:
             yield Refusal(f"{_field(path)}.idleTimeoutSeconds {idle} is set without autoscaler v2: KubeRay "
-                          "needs "
-                          f"{_field(base)}.autoscalerOptions.version v2", path + "/idleTimeoutSeconds")
+                          f"needs {_field(base)}.autoscalerOptions.version v2", path + "/idleTimeoutSeconds")
         yield from _priority(group, path, spec, v2)
         if group.get("suspend") is True and autoscaling:
             # Without the autoscaler, suspending depends on the RayJobDeletionPolicy gate.
-            yield Refusal(f"{_field(path)}.suspend is true with autoscaling enabled: KubeRay cannot "
-                          "suspend a "
-                          "worker group the autoscaler manages", path + "/suspend")
+            yield Refusal(f"{_field(path)}.suspend is true with autoscaling enabled: KubeRay cannot suspend "
+                          "a worker group the autoscaler manages", path + "/suspend")
     yield from _fault_tolerance(spec, base, head, head_container, annotations)
     if head_params.get("redis-username") not in (None, "") or "REDIS_USERNAME" in head_env:
         yield Refusal(f"{_field(head_path)} sets a Redis username in rayStartParams or the REDIS_USERNAME "
@@ -122,8 +119,7 @@ def _cluster_spec(spec: dict[str, Any], base: str, annotations: dict[str, Any]) 
     if autoscaling:
         if version is not MISSING and version is not None and v2_env is not None:
             yield Refusal(f"{_field(base)}.autoscalerOptions.version and head env {_AUTOSCALER_V2_ENV} are "
-                          "both "
-                          "set: KubeRay takes only the former", base + "/autoscalerOptions/version")
+                          "both set: KubeRay takes only the former", base + "/autoscalerOptions/version")
         if version == "v2":
             yield from _v2_restart_policies(head, head_path, groups, base)
     idle = _int(resolve(spec, "/autoscalerOptions/idleTimeoutSeconds"))
@@ -183,8 +179,7 @@ def _group_labels(group: dict[str, Any], path: str) -> Iterator[Refusal]:
                           path + "/labels")
         if isinstance(value, str) and not (len(value) <= 63 and _LABEL_VALUE.fullmatch(value)):
             yield Refusal(f"{_field(path)}.labels value {value!r} of {key!r} is not a valid label value: "
-                          "KubeRay "
-                          "refuses it", path + "/labels")
+                          "KubeRay refuses it", path + "/labels")
 
 
 def _priority(group: dict[str, Any], path: str, spec: dict[str, Any], v2: bool) -> Iterator[Refusal]:
@@ -195,16 +190,13 @@ def _priority(group: dict[str, Any], path: str, spec: dict[str, Any], v2: bool) 
     parsed = _version(version) if isinstance(version, str) else None
     if not isinstance(version, str) or not version:
         yield Refusal(f"{_field(path)}.priority {priority} is set without rayVersion: KubeRay needs Ray "
-                      "2.56.0 "
-                      "or later", path + "/priority")
+                      "2.56.0 or later", path + "/priority")
     elif parsed is None:
         yield Refusal(f"{_field(path)}.priority {priority} is set and rayVersion {version!r} is not a "
-                      "version: "
-                      "KubeRay needs Ray 2.56.0 or later", path + "/priority")
+                      "version: KubeRay needs Ray 2.56.0 or later", path + "/priority")
     elif parsed < (2, 56, 0):
         yield Refusal(f"{_field(path)}.priority {priority} needs Ray 2.56.0 or later, rayVersion is "
-                      f"{version}: "
-                      "KubeRay refuses it", path + "/priority")
+                      f"{version}: KubeRay refuses it", path + "/priority")
     elif not v2:
         yield Refusal(f"{_field(path)}.priority {priority} is set without autoscaler v2: KubeRay refuses it",
                       path + "/priority")
@@ -224,15 +216,13 @@ def _fault_tolerance(spec: dict[str, Any], base: str, head: dict[str, Any], head
     enabled = (isinstance(flag, str) and flag.lower() == "true") or options is not None
     if not enabled and "RAY_REDIS_ADDRESS" in env:
         yield Refusal(f"head env RAY_REDIS_ADDRESS is set without {_field(ft_path)}: KubeRay refuses GCS "
-                      "fault "
-                      "tolerance enabled this way", env_path)
+                      "fault tolerance enabled this way", env_path)
     if options is None:
         return
     options = _map(options)
     if _map(head.get("rayStartParams")).get("redis-password") not in (None, ""):
         yield Refusal(f"{_field(head_path)}.rayStartParams sets redis-password with {_field(ft_path)}: "
-                      "KubeRay "
-                      "takes it only from gcsFaultToleranceOptions.redisPassword",
+                      "KubeRay takes it only from gcsFaultToleranceOptions.redisPassword",
                       head_path + "/rayStartParams/redis-password")
     for name, instead in (("REDIS_PASSWORD", "redisPassword"), ("RAY_REDIS_ADDRESS", "redisAddress")):
         if name in env:
@@ -306,9 +296,8 @@ def _history_server(spec: dict[str, Any], base: str, head: dict[str, Any],
         for container in _containers(_map(group)):
             if isinstance(container, dict) and container.get("name") == _COLLECTOR_CONTAINER:
                 pointer = f"{base}/workerGroupSpecs/{index}/template/spec/containers"
-                yield Refusal(f"{_field(pointer)} has a container named {_COLLECTOR_CONTAINER}: KubeRay "
-                              "adds it "
-                              "for the history server", pointer)
+                yield Refusal(f"{_field(pointer)} has a container named {_COLLECTOR_CONTAINER}: KubeRay adds "
+                              "it for the history server", pointer)
 
 
 def _collector(collector: dict[str, Any], path: str) -> Iterator[Refusal]:
@@ -369,13 +358,11 @@ def _auth(spec: dict[str, Any], base: str) -> Iterator[Refusal]:
     parsed = _version(version) if isinstance(version, str) else None
     if not isinstance(version, str) or not version:
         yield Refusal(f"{_field(path)}.mode token is set without {_field(base)}.rayVersion: KubeRay needs "
-                      "Ray "
-                      "2.52.0 or later", base)
+                      "Ray 2.52.0 or later", base)
         return
     if parsed is None:
-        yield Refusal(f"{_field(base)}.rayVersion {version!r} is not a version: KubeRay needs Ray 2.52.0 "
-                      "or later "
-                      "for token auth", base + "/rayVersion")
+        yield Refusal(f"{_field(base)}.rayVersion {version!r} is not a version: KubeRay needs Ray 2.52.0 or "
+                      "later for token auth", base + "/rayVersion")
         return
     if parsed < (2, 52, 0):
         yield Refusal(f"{_field(base)}.rayVersion {version} is older than 2.52.0: KubeRay needs it for "
@@ -415,12 +402,10 @@ def _network_policy(spec: dict[str, Any], base: str, groups: list[Any]) -> Itera
             continue
         if mode == "DenyAllEgress" and _list(rules.get("ingressRules")):
             yield Refusal(f"{_field(pointer)}.ingressRules is set with networkPolicy mode DenyAllEgress: "
-                          "ingress "
-                          "is not restricted", pointer + "/ingressRules")
+                          "ingress is not restricted", pointer + "/ingressRules")
         if mode == "DenyAllIngress" and _list(rules.get("egressRules")):
             yield Refusal(f"{_field(pointer)}.egressRules is set with networkPolicy mode DenyAllIngress: "
-                          "egress "
-                          "is not restricted", pointer + "/egressRules")
+                          "egress is not restricted", pointer + "/egressRules")
         if "/workerGroups/" in pointer:
             name = rules.get("groupName")
             if name is None:
@@ -470,8 +455,7 @@ def _upgrade_origin(spec: dict[str, Any], base: str, origin: str | None) -> Iter
     if kind is MISSING or kind is None or origin not in ("RayJob", "RayService"):
         return
     yield Refusal(f"{_field(base)}.upgradeStrategy.type is set on a RayCluster created by a {origin}: "
-                  "KubeRay "
-                  "refuses it", base + "/upgradeStrategy/type")
+                  "KubeRay refuses it", base + "/upgradeStrategy/type")
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -479,8 +463,7 @@ def _upgrade_origin(spec: dict[str, Any], base: str, origin: str | None) -> Iter
 def _enum(value: Any, path: str, allowed: tuple[str, ...]) -> Iterator[Refusal]:
     if value not in allowed:
         yield Refusal(f"{_field(path)} {value!r} is not one of {', '.join(allowed)}: KubeRay's CRD schema "
-                      "refuses "
-                      "it", path)
+                      "refuses it", path)
 
 
 def _autoscaling(spec: dict[str, Any]) -> bool:
