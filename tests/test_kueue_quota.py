@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import pytest
-from feasibility_helpers import USAGE, feasibility_findings, node, snapshot
+from feasibility_helpers import USAGE, feasibility_findings, node, pod, snapshot
 
 from policies.config import Policy, policy_from_data
 from policies.engine import evaluate
@@ -533,3 +533,95 @@ def test_flavor_nodes_never_only_when_no_placement_exists_brute_force() -> None:
         found = kueue_findings(doc, objects)
         never = "GG402" in found or "GG403" in found
         assert never != runs, (nodes, flavors, selector, tolerations, required, pods, per_pod, found)
+
+
+# -- now: the nodes of the flavors Kueue may admit a workload to --------------------------------------
+
+def busy(node_name: str, gpus: int, name: str) -> Obj:
+    return pod(name, node_name, {GPU: str(gpus)}, namespace="other")
+
+
+def test_a_workload_not_admitted_yet_waits_when_its_flavors_nodes_are_busy() -> None:
+    """The flavor pins the pods to the h100 nodes, its tolerations open the spot nodes as well:
+    with the h100 nodes busy, the free spot nodes are none Kueue places the pods on."""
+    spot = [node(f"spot-{i}", {"cpu": "64", "memory": "512Gi", GPU: "8"}, {USAGE: "training", TYPE: "spot"},
+                 [SPOT]) for i in range(2)]
+    tolerate = [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+    objects = [*typed_nodes(), *spot, rich_flavor("h100", {TYPE: "h100"}, tolerations=tolerate),
+               local_queue(), cluster_queue("cq-a", {"h100": full(64)})]
+    assert not kueue_findings(job(8, pods=2), objects), "two free h100 nodes"
+    one_busy = [*objects, busy("h100-0", 8, "hog")]
+    found = kueue_findings(job(8, pods=2), one_busy)
+    assert list(found) == ["GG404"]
+    assert found["GG404"][0].endswith("(on the nodes of the Kueue flavors it may be admitted to)"), found
+    assert not kueue_findings(job(8, pods=1), one_busy), "one h100 node is free"
+    # a flavor that pins nothing leaves the pods their own nodes (the spot ones need its toleration)
+    plain = [*typed_nodes(), flavor("any"), local_queue(), cluster_queue("cq-a", {"any": full(64)})]
+    assert not kueue_findings(job(8, pods=2), [*plain, busy("h100-0", 8, "hog")]), "a100 nodes are free"
+
+
+def _brute_force_fits_now(nodes: list[tuple[dict[str, str], list[Obj], int, int]],
+                          flavors: list[tuple[str, dict[str, str], list[Obj], list[Obj]]],
+                          selector: dict[str, str], tolerations: list[Obj], pods: int, per_pod: int) -> bool:
+    """The pods fit the free GPUs of the nodes of the flavors Kueue tries, taken together (each pod on
+    a node some tried flavor puts it on), every placement tried."""
+    slots = [0] * len(nodes)
+    every = [own for _, _, _, own in flavors for own in own]   # the node check grants every flavor's
+    for _, flavor_labels, flavor_taints, own in flavors:
+        tolerated = {t["key"] for t in [*tolerations, *own]}
+        if not all(t["key"] in tolerated for t in flavor_taints) or not all(
+                flavor_labels[k] == v for k, v in selector.items() if k in flavor_labels):
+            continue
+        for n, (labels, taints, gpus, used) in enumerate(nodes):
+            if _node_ok(labels, taints, selector, [*tolerations, *every], flavor_labels):
+                slots[n] = (gpus - used) // per_pod
+    return any(all(choice.count(n) <= slots[n] for n in set(choice))
+               for choice in itertools.product(range(len(nodes)), repeat=pods))
+
+
+def test_waits_on_the_flavors_nodes_only_when_no_placement_exists_brute_force() -> None:
+    """Random small clusters with GPUs in use, flavors and a pod set, quota plentiful: when the
+    empty cluster holds the gang, gpugate's wait for room (GG404) holds exactly when no placement
+    of every pod on the free GPUs of a tried flavor's nodes exists, as brute force finds; it never
+    says never where brute force finds room on the empty nodes."""
+    rng = random.Random(1126)
+    waits_seen = fits_seen = 0
+    for _ in range(150):
+        nodes: list[tuple[dict[str, str], list[Obj], int, int]] = []
+        objects: list[Obj] = [local_queue()]
+        for i in range(rng.randint(1, 4)):
+            labels = {USAGE: "training", TYPE: rng.choice(["a", "b"]), HOST: f"n{i}"}
+            taints = [dict(SPOT)] if rng.random() < 0.3 else []
+            gpus = rng.choice([2, 4])
+            used = rng.choice([0, 0, 1, 2, gpus])
+            nodes.append((labels, taints, gpus, used))
+            objects.append(node(f"n{i}", {"cpu": "64", "memory": "512Gi", GPU: str(gpus)}, labels, taints))
+            if used:
+                objects.append(busy(f"n{i}", used, f"hog-{i}"))
+        flavors: list[tuple[str, dict[str, str], list[Obj], list[Obj]]] = []
+        for f in range(rng.randint(1, 2)):
+            labels = {TYPE: rng.choice(["a", "b"])} if rng.random() < 0.8 else {}
+            tolerations = [{"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}] \
+                if rng.random() < 0.4 else []
+            flavors.append((f"f{f}", labels, [], tolerations))
+            objects.append(rich_flavor(f"f{f}", labels, None, tolerations))
+        objects.append(cluster_queue("cq-a", {name: full(64) for name, *_ in flavors}))
+        selector = {TYPE: rng.choice(["a", "b"])} if rng.random() < 0.4 else {}
+        tolerations = [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}] \
+            if rng.random() < 0.3 else []
+        pods, per_pod = rng.randint(1, 3), rng.choice([1, 2])
+        doc = gang(per_pod, pods)
+        placed(doc, **({"nodeSelector": selector} if selector else {}),
+               **({"tolerations": tolerations} if tolerations else {}))
+
+        empty = [(labels, taints, gpus, 0) for labels, taints, gpus, _ in nodes]
+        found = kueue_findings(doc, objects)
+        if not _brute_force_fits_now(empty, flavors, selector, tolerations, pods, per_pod):
+            assert set(found) & {"GG402", "GG403"}, (nodes, flavors, selector, tolerations, pods, found)
+            continue
+        assert not set(found) & {"GG402", "GG403"}, (nodes, flavors, selector, tolerations, pods, found)
+        fits_now = _brute_force_fits_now(nodes, flavors, selector, tolerations, pods, per_pod)
+        assert ("GG404" in found) != fits_now, (nodes, flavors, selector, tolerations, pods, per_pod, found)
+        waits_seen += not fits_now
+        fits_seen += fits_now
+    assert waits_seen > 10 and fits_seen > 10, (waits_seen, fits_seen)

@@ -10,6 +10,8 @@ always a proof); ``unknown`` (nothing proven either way: no nodes, budget spent)
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +29,14 @@ from .nodes import runs_extended_toleration
 from .outcomes import Cause, ExplainRow, Outcome, Verdict
 from .packing import _Caps, _necessary, _place, _place_flexible, _sparse, _witness
 from .questions import FitQuestion, _policy_token
-from .queues import _flexible_need, _gang_total, _queue_checks, _quota_checks, _scheduler_queue_checks
+from .queues import (
+    _flexible_need,
+    _gang_total,
+    _queue_checks,
+    _quota_checks,
+    _scheduler_queue_checks,
+    kueue_pinned_masks,
+)
 from .shares import shares_never
 from .specs import GKE_NODE_LABELS
 from .supernodes import (
@@ -247,6 +256,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
     if devices is not None:  # device columns are no queue's or quota's resources
         hard_need = {r: v for r, v in hard_need.items() if not is_device_column(r)}
     queue = _queue_checks(question.queue, topo, hard_need, autoscaling, question.own, question.queue_admitted)
+    set_needs: list[SetNeed] = []
     if question.scheduler_queues and (queue is None or queue.verdict != Verdict.NEVER):
         tas = question.kueue_topology or (None,) * len(demands)
         # Kueue's quota is asked for the pods it admits at once (the whole workload, for kinds
@@ -331,6 +341,21 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
     if queue is not None:
         queue.rows = rows
         return queue
+    sums_now = [sums[s.key][0] for s in sets]
+    full_now = [_full(uniform_now[s.key]) for s in sets]
+    pinned = sets
+    if set_needs and not question.queue_admitted:
+        # Kueue pins an admitted pod set's pods to its flavor's nodes: placed there only
+        pinned = _pinned(sets, kueue_pinned_masks(question.scheduler_queues, topo, question.namespace,
+                                                  set_needs, question.kueue_excluded))
+    pinned_by_kueue = pinned is not sets
+    if pinned_by_kueue:
+        sets = pinned
+        now_by_key = {s.key: s.capacity(free_now) for s in sets}
+        uniform_now = {key: None for key in now_by_key}
+        caps_now = [now_by_key[s.key] for s in sets]
+        sums_now = [int(cap.sum()) for cap in caps_now]
+        full_now = [None] * len(sets)
     caps = _Caps(sets, free_now, now_by_key, free_owned=False)
     if plan is not None and plan.units:
         placed = _place_groups(topo, sets, plan, caps, supernodes, supernode_labels, tick, uniform_now)
@@ -343,8 +368,7 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
         result.witness = _witness(topo, sets, placed)
         result.notes = notes
         return result
-    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, [sums[s.key][0] for s in sets],
-                     [_full(uniform_now[s.key]) for s in sets])
+    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, sums_now, full_now)
     reason, path = now if now is not None else (None, "")
     facts: dict[str, Any] = {}
     if reason is None and plan is not None and plan.units:
@@ -356,8 +380,28 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
                       f"hold {slots} now")
     if reason is None:
         reason = "no placement found in the free resources now"
+    if pinned_by_kueue:
+        reason += " (on the nodes of the Kueue flavors it may be admitted to)"
     return outcome(Verdict.WAITS, Cause.WAITS_FOR_ROOM, f"fits the empty cluster but waits: {reason}", path,
                    most_free=_most_free(topo, sets, free_now), **facts)
+
+
+def _pinned(sets: list[_Set], masks: Sequence[np.ndarray | None]) -> list[_Set]:
+    """``sets`` with each one's nodes cut down to its mask of ``masks`` (None: as it is), as Kueue
+    places them once admitted; ``sets`` itself when none is cut down. A set cut down gets an
+    eligibility signature of its own, named by its nodes, so that nothing kept for its own
+    nodes (capacities, blocks, placements) is taken for it."""
+    out: list[_Set] = []
+    for s, mask in zip(sets, masks, strict=True):
+        nodes = s.elig.mask if mask is None else s.elig.mask & mask
+        if nodes is s.elig.mask or np.array_equal(nodes, s.elig.mask):
+            out.append(s)
+            continue
+        digest = hashlib.blake2b(np.packbits(nodes).tobytes(), digest_size=16).hexdigest()
+        demand = dataclasses.replace(s.demand, signature=f"{s.demand.signature}\x00+kueue flavors {digest}")
+        elig = dataclasses.replace(s.elig, mask=nodes, count=int(np.count_nonzero(nodes)))
+        out.append(dataclasses.replace(s, demand=demand, elig=elig, key=(demand.signature, *s.key[1:])))
+    return out if any(a is not b for a, b in zip(out, sets, strict=True)) else sets
 
 
 def _most_free(topo: Topology, sets: Sequence[_Set],

@@ -21,7 +21,8 @@ flavor's own label keys, do not match, or (Topology Aware Scheduling) whose Topo
 level the pod set requires, is never tried for it. No candidate in a resource group the pod set
 asks of: never. An admitted pod set's pods carry the flavor's ``nodeLabels`` as nodeSelector and
 its tolerations: when no candidate's nodes hold the pod set's pods even empty, never (with
-``feasibility.autoscaling``, not judged). A pod set with ``podset-required-topology`` placed by
+``feasibility.autoscaling``, not judged); a workload not admitted yet is placed now on its
+candidates' nodes only (:func:`flavor_pinned_masks`). A pod set with ``podset-required-topology`` placed by
 a flavor with a Topology must fit within one domain of that level (and, with
 ``podset-slice-required-topology``, each slice within one domain of the slice level): never
 when no domain's nodes hold it even empty. Topology Aware Scheduling is taken to be on where a
@@ -56,7 +57,7 @@ from .tas import PodSetTopology
 if TYPE_CHECKING:
     from .capacity import _Set
 
-__all__ = ["SetNeed", "kueue_checks", "flavor_tolerations", "with_tolerations"]
+__all__ = ["SetNeed", "kueue_checks", "flavor_tolerations", "with_tolerations", "flavor_pinned_masks"]
 
 _FR = tuple[str, str]   # (flavor, resource)
 
@@ -192,6 +193,11 @@ def _accumulate(tree: _Tree) -> None:
     for name, cohort in tree.cohorts.items():
         if cohort.parent is None:
             fill(name)
+
+
+def _counted(resource: str, excluded: Sequence[str]) -> bool:
+    """Whether Kueue accounts ``resource`` in quota (not ``pods``, not an excluded prefix)."""
+    return resource != "pods" and not any(resource.startswith(p) for p in excluded)
 
 
 def _group_of(cq: KueueClusterQueue, resource: str) -> KueueResourceGroup | None:
@@ -344,6 +350,57 @@ def with_tolerations(demand: Demand, tolerations: Sequence[Mapping[str, Any]]) -
                                placement=placement)
 
 
+def _narrows(flavor: KueueFlavor) -> bool:
+    """Whether an admitted pod's nodes depend on ``flavor`` (its labels pin them, its
+    tolerations open tainted ones); else they are the pod's own."""
+    return bool(flavor.node_labels or flavor.tolerations)
+
+
+def _flavor_mask(topo: Topology, nodes: _Set, flavor: KueueFlavor) -> np.ndarray:
+    """The nodes a pod of ``nodes`` may use once Kueue admits it to ``flavor``: the flavor's
+    ``nodeLabels`` added to its nodeSelector and the flavor's tolerations to its own. Its own
+    are those the node check gives it (every flavor's, and the ExtendedResourceToleration
+    plugin's): more than one flavor's, so more nodes (weaker, never wrong)."""
+    placement = nodes.demand.placement
+    tolerations, selector = placement.get("tolerations"), placement.get("nodeSelector")
+    spec = {**placement, "tolerations": [*(tolerations if isinstance(tolerations, list) else []),
+                                         *flavor.tolerations],
+            "nodeSelector": {**(selector if isinstance(selector, Mapping) else {}), **flavor.node_labels}}
+    return eligible_mask(topo, spec).mask
+
+
+def flavor_pinned_masks(name: str, topo: Topology, sets: Sequence[SetNeed],
+                        excluded: Sequence[str] = ()) -> list[np.ndarray | None]:
+    """Per pod set, the nodes its pods may run on once ClusterQueue ``name`` admits it (None:
+    no narrower than its own): for each resource group it asks of, the nodes of any flavor
+    Kueue may try for it (:func:`_candidates`), and all groups' together. Kueue gives a pod set
+    one flavor per group and pins its pods to that flavor's nodes, so a placement outside these
+    nodes is none Kueue makes; the union over flavors is weaker than one flavor (never wrong for
+    a wait). A flavor Kueue may try that narrows nothing (no labels, no tolerations), or one not
+    seen, leaves the group's nodes the pod set's own."""
+    cq = topo.cluster_queues.get(name)
+    out: list[np.ndarray | None] = []
+    for s in sets:
+        pinned: np.ndarray | None = None
+        for group in cq.groups if cq is not None and s.nodes is not None and s.placement is not None else ():
+            if not any(v > 0 and _counted(r, excluded) and r in group.covered for r, v in s.need.items()):
+                continue
+            flavors, _ = _candidates(topo, group, s)
+            union: np.ndarray | None = None
+            for flavor_name in flavors:
+                flavor = topo.resource_flavors.get(flavor_name)
+                if flavor is None or not _narrows(flavor):
+                    union = None
+                    break
+                assert s.nodes is not None
+                mask = _flavor_mask(topo, s.nodes, flavor)
+                union = mask.copy() if union is None else union | mask
+            if union is not None:
+                pinned = union if pinned is None else pinned & union
+        out.append(pinned)
+    return out
+
+
 def _flavor_short(topo: Topology, s: SetNeed, name: str, flavor: KueueFlavor) -> str | None:
     """:func:`_flavor_now`, kept until the nodes, the labels it reads or Kueue's objects change."""
     assert s.nodes is not None
@@ -362,20 +419,14 @@ def _flavor_short(topo: Topology, s: SetNeed, name: str, flavor: KueueFlavor) ->
 def _flavor_now(topo: Topology, s: SetNeed, flavor: KueueFlavor) -> str | None:
     """Why the nodes of ``flavor`` never hold ``s``'s pods, with the flavor's labels as
     nodeSelector and its tolerations added, even empty (within one domain of its required
-    topology level when the flavor's Topology has it); None when they may. The pods'
-    tolerations are those the node check gives them (every flavor's, and the
-    ExtendedResourceToleration plugin's): more than one flavor's, so weaker, never wrong."""
+    topology level when the flavor's Topology has it); None when they may (the nodes are
+    :func:`_flavor_mask`'s: weaker, never wrong)."""
     assert s.nodes is not None
     levels = _tas_levels(topo, flavor)
     request = s.topology if s.topology is not None and levels is not None else None
-    if not flavor.node_labels and not flavor.tolerations and request is None:
+    if not _narrows(flavor) and request is None:
         return None     # the pod's own nodes: the node check proper speaks for them
-    placement = s.nodes.demand.placement
-    tolerations, selector = placement.get("tolerations"), placement.get("nodeSelector")
-    spec = {**placement, "tolerations": [*(tolerations if isinstance(tolerations, list) else []),
-                                         *flavor.tolerations],
-            "nodeSelector": {**(selector if isinstance(selector, Mapping) else {}), **flavor.node_labels}}
-    mask = eligible_mask(topo, spec).mask
+    mask = _flavor_mask(topo, s.nodes, flavor)
     pods = np.minimum(s.nodes.capacity(topo.alloc[: topo.slots], mask), s.pods).astype(np.float64)
     if request is None:
         held = int(pods.sum())
@@ -439,7 +490,7 @@ def kueue_checks(local_queue: str, name: str, topo: Topology, need: Mapping[str,
         return None
 
     def counted(resource: str) -> bool:
-        return resource != "pods" and not any(resource.startswith(p) for p in excluded)
+        return _counted(resource, excluded)
 
     asked = {r: v for r, v in need.items() if v > 0 and counted(r)}
     for resource in asked:

@@ -11,12 +11,14 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from policies.quantity import format_quantity
 from policies.topology import Topology
 from policies.workload import QueueRef
 
 from .capacity import _Set
-from .kueue import SetNeed, kueue_checks
+from .kueue import SetNeed, flavor_pinned_masks, kueue_checks
 from .outcomes import Cause, Outcome, Verdict, _fmt1
 
 
@@ -88,6 +90,28 @@ def _queue_checks(ref: QueueRef | None, topo: Topology, need: dict[str, int], au
     return None
 
 
+def _kueue_targets(ref: QueueRef, topo: Topology, namespace: str | None) -> set[str]:
+    """The ClusterQueue(s) Kueue LocalQueue ``ref`` points at: the one of ``namespace``, or for
+    a manifest without a namespace, those of every namespace it may land in (empty: none)."""
+    if namespace is not None:
+        target = topo.local_queues.get((namespace, ref.name))
+        return set() if target is None else {target}
+    return {cq for (_, name), cq in topo.local_queues.items() if name == ref.name}
+
+
+def kueue_pinned_masks(refs: tuple[QueueRef, ...], topo: Topology, namespace: str | None,
+                       sets: Sequence[SetNeed], excluded: Sequence[str] = ()) -> list[np.ndarray | None]:
+    """Per pod set, the nodes Kueue pins its pods to once the ClusterQueue its LocalQueue
+    points at admits it (:func:`policies.feasibility.kueue.flavor_pinned_masks`); all None when
+    no single ClusterQueue is known."""
+    for ref in refs:
+        if ref.system == "kueue" and topo.local_queues:
+            targets = _kueue_targets(ref, topo, namespace)
+            if len(targets) == 1 and next(iter(targets)):
+                return flavor_pinned_masks(next(iter(targets)), topo, sets, excluded)
+    return [None] * len(sets)
+
+
 def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Mapping[str, int],
                             namespace: str | None, admitted: bool = False, sets: Sequence[SetNeed] = (),
                             kueue_excluded: Sequence[str] = (), autoscaling: bool = False,
@@ -103,12 +127,8 @@ def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Ma
     waits: Outcome | None = None
     for ref in refs:
         if ref.system == "kueue" and topo.local_queues:
-            if namespace is not None:
-                known = (namespace, ref.name) in topo.local_queues
-                targets = {topo.local_queues[(namespace, ref.name)]} if known else set()
-            else:  # a manifest without a namespace: any namespace it may land in
-                targets = {cq for (_, name), cq in topo.local_queues.items() if name == ref.name}
-                known = bool(targets)
+            targets = _kueue_targets(ref, topo, namespace)
+            known = bool(targets)
             if len(targets) == 1 and next(iter(targets)):
                 found = kueue_checks(ref.name, next(iter(targets)), topo,
                                      need if kueue_need is None else kueue_need, sets, ref.path,
