@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -120,6 +121,25 @@ def _property_lines(text: str) -> list[int]:
     return lines
 
 
+@functools.lru_cache(maxsize=2 * (MAX_DEPTH + 1))
+def _indent_over(columns: int, binary: bool) -> re.Pattern[Any]:
+    """A line after the first whose indentation (spaces, tabs and the `- `, `? `, `: `
+    indicators, as :data:`_LEADING_STR` measures it) is wider than ``columns``. Anchored on
+    the newline, not on ``^``: Python's engine then skips to each newline at C speed."""
+    pattern = rf"\n[ \t?:-]{{{columns + 1}}}"
+    return re.compile(pattern.encode() if binary else pattern)
+
+
+def _indented_over(text: str | bytes, columns: int) -> bool:
+    """Whether a line of ``text`` is indented wider than ``columns`` (see :func:`_indent_over`;
+    the first line: its first ``columns + 1`` characters are all indentation)."""
+    binary = isinstance(text, bytes)
+    head = text[: columns + 1]
+    if len(head) > columns and not head.lstrip(b" \t?:-" if binary else " \t?:-"):  # type: ignore[arg-type]
+        return True
+    return _indent_over(columns, binary).search(text) is not None
+
+
 def build_check(text: str | bytes) -> Callable[[Node], bool]:
     """For the documents of ``text``: whether one must have its values built to be
     validated (unsupported tags, alias bombs and nesting over MAX_DEPTH are only seen
@@ -136,10 +156,11 @@ def build_check(text: str | bytes) -> Callable[[Node], bool]:
         special = "!" in text or "*" in text
         brackets = text.count("[") + text.count("{")
     # The nesting estimate: flow depth plus block depth, a block level taking at least one
-    # column of indentation. It only decides which unjudged documents to build (building
-    # measures depth exactly); the C composer's safety is _nesting_error's business.
-    longest = max(map(len, text.splitlines()), default=0)
-    deep = brackets + longest + 1 > MAX_DEPTH
+    # column of indentation; per document below, for the whole text here (no document nests
+    # deeper than the whole text's estimate). It only decides which unjudged documents to
+    # build (building measures depth exactly); the C composer's safety is _nesting_error's.
+    room = MAX_DEPTH - brackets - 1     # the indentation the estimate leaves
+    deep = room < 0 or _indented_over(text, room)
     if not special and not deep:
         return lambda node: False
     decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text

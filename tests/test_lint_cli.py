@@ -588,6 +588,26 @@ def test_build_check_picks_only_documents_with_tags_aliases_or_depth() -> None:
     assert pod.node is not None and not build_check(plain)(pod.node)
 
 
+def test_build_check_reads_indentation_not_line_length() -> None:
+    """A long line (a command, a description) is not depth: only indentation counts, on the
+    first line as on the others, with the brackets of the whole text."""
+    from lint.documents import MAX_DEPTH, Document, build_check, iter_documents
+
+    def checked(text: str | bytes) -> list[bool]:
+        check = build_check(text)
+        return [check(d.node) for d in iter_documents(text, build=False)
+                if isinstance(d, Document) and d.node is not None]
+
+    long_line = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  cmd: " + "x" * 5000 + "\n"
+    assert checked(long_line) == checked(long_line.encode()) == [False]
+    nested = "".join("  " * i + "k:\n" for i in range(MAX_DEPTH)) + "  " * MAX_DEPTH + "v\n"
+    assert checked(nested) == checked(nested.encode()) == [True]
+    first_line = "- " * MAX_DEPTH + "v\n"
+    assert checked(first_line) == checked(first_line.encode()) == [True]
+    shallow_with_brackets = "a: " + "[" * 40 + "]" * 40 + "\n" + "".join("  " * i + "k:\n" for i in range(40))
+    assert checked(shallow_with_brackets) == [False]
+
+
 def test_unjudged_documents_are_still_validated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\ndata: {rule: 'x && !y'}\n"
             "---\nvalues: !!python/object/apply:os.system ['true']\n")
