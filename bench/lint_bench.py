@@ -150,6 +150,40 @@ def import_floor(runs: int) -> float:
     return statistics.median(times)
 
 
+# Run in a fresh interpreter: how many dataclasses the single-file lint creates while importing
+# gpugate and its rules, and the seconds Python takes to create them (the decorator compiles
+# every generated method on its own; timed by wrapping the stdlib's private worker).
+DATACLASS_COST = """
+import dataclasses, time
+made = [0, 0.0]
+process = dataclasses._process_class
+def timed(*args):
+    started = time.perf_counter()
+    try:
+        return process(*args)
+    finally:
+        made[0] += 1
+        made[1] += time.perf_counter() - started
+dataclasses._process_class = timed
+import lint.cli
+from policies.registry import all_rules
+all_rules()
+print(made[0], made[1])
+"""
+
+
+def dataclass_cost(runs: int) -> tuple[int, float]:
+    """(dataclasses created, median seconds creating them) of importing what ``gpugate lint``
+    imports: a part of gpugate's own share that only fewer classes (or a newer Python) lowers."""
+    counts, times = [], []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", DATACLASS_COST], capture_output=True, text=True,
+                             check=True, cwd=ROOT).stdout.split()
+        counts.append(int(out[0]))
+        times.append(float(out[1]))
+    return max(counts), statistics.median(times)
+
+
 def slowest_imports(path: str, top: int = 8) -> list[tuple[int, str]]:
     """The top-level imports a single-file lint pays for (``python -X importtime``), in µs."""
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpugate", "lint", "--fail-on",
@@ -199,6 +233,10 @@ def report_single_file(path: str, runs: int) -> None:
     imports = import_floor(runs)
     print(f"  python importing PyYAML and the stdlib modules gpugate uses: {imports * 1000:.1f} ms "
           f"({imports / floor:.2f}x python -c pass; gpugate's own share: {(median - imports) * 1000:.1f} ms)")
+    classes, creating = dataclass_cost(runs)
+    print(f"    of gpugate's own share, creating its {classes} dataclasses: {creating * 1000:.1f} ms "
+          f"(goal 3x: {3 * floor * 1000:.0f} ms in all, "
+          f"{(3 * floor - imports) * 1000:.0f} ms over that floor)")
     print("  slowest top-level imports (-X importtime, cumulative):")
     for micros, name in slowest_imports(path):
         print(f"    {micros / 1000:7.1f} ms  {name}")

@@ -447,6 +447,10 @@ def main() -> int:
                                                                                       args.seconds))
                     rows.append((f"{args.rate:.0f}/s", name, run))
                 _print_table("rate", rows)
+                # One process judges on one core (its event loop), beside the client on the same cores:
+                # past about one core of demand it cannot keep up, and the queue sets the p99.
+                print("  CPU the rate asks of the server (cpu ms x rate): " + ", ".join(
+                    f"{name} {run.cpu_per_review * args.rate:.2f} cores" for _, name, run in rows))
             print(f"\ngpugate serve RSS with {args.nodes} nodes / {args.pods} pods: "
                   f"{rss_mib(gate.pid):.0f} MiB "
                   f"(empty handler: {rss_mib(base.pid):.0f} MiB)")
