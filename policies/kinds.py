@@ -264,6 +264,9 @@ def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
         validate=f"kubeflow.{kind.lower()}",
         # the training-operator CRDs declare a scale subresource on the Worker replicas
         scale_replicas=f"/spec/{specs_key}/Worker/replicas" if kind in _KUBEFLOW_SCALED else "",
+        # Kueue's Workload: one pod set per replica type of its replicas (default 1), whatever
+        # the gang minimum (kueue pkg/controller/jobs/kubeflow, mpijob: podsCount)
+        kueue_admits_all=True,
     )
 
 
@@ -368,6 +371,9 @@ KINDS: tuple[KindSpec, ...] = (
         templates_immutable=True,
         validate="jobset.jobset",
         validate_on_update=False,   # ValidateUpdate: immutability only
+        # Kueue's Workload: replicas x min(parallelism, completions) pods per replicated job
+        # (kueue pkg/controller/jobs/jobset: podsCount), admitted together
+        kueue_admits_all=True,
     ),
     KindSpec(
         group="leaderworkerset.x-k8s.io", kind="LeaderWorkerSet", resource="leaderworkersets",

@@ -269,6 +269,63 @@ def test_batch_job_quota_never_only_when_kueue_could_never_admit_it_brute_force(
         assert never == (not admissible), (nominal, gpus, parallelism, completions, least)
 
 
+def jobset(gpus: int, jobs: list[tuple[int | None, int | None, int | None]]) -> Obj:
+    """A JobSet under the LocalQueue: per replicated job (replicas, parallelism, completions),
+    ``None`` left out (the defaults)."""
+    replicated = []
+    for i, (replicas, parallelism, completions) in enumerate(jobs):
+        spec: Obj = {"template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "x", "resources": {"limits": {GPU: gpus}}}]}}}
+        if parallelism is not None:
+            spec["parallelism"] = parallelism
+        if completions is not None:
+            spec["completions"] = completions
+        entry: Obj = {"name": f"rj{i}", "template": {"spec": spec}}
+        if replicas is not None:
+            entry["replicas"] = replicas
+        replicated.append(entry)
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "set", "namespace": "ml", "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+            "spec": {"replicatedJobs": replicated}}
+
+
+def test_kueue_admits_kubeflow_jobs_and_jobsets_whole_whatever_their_gang_minimum() -> None:
+    """Kueue's Workload for a training-operator job counts every replica of every type, for a
+    JobSet replicas x min(parallelism, completions) per replicated job, and admits them together:
+    a gang minimum (minAvailable) below that does not lower what the quota must hold."""
+    alone = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(16)})]
+    gang = job(8, pods=3)
+    gang["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 1}}
+    assert findings(gang, alone)["GG402"] == [
+        "error: 24 nvidia.com/gpu asked in all, ClusterQueue `cq-a` can ever admit 16 over its flavors "
+        "(a100)"]
+    assert "GG402" not in findings(job(8, pods=2), alone)
+    assert "GG402" in findings(jobset(8, [(1, 2, None), (1, None, None)]), alone), "3 pods of 8"
+    assert "GG402" not in findings(jobset(8, [(2, 4, 1)]), alone), "2 x min(4, 1) pods of 8"
+
+
+def test_kubeflow_and_jobset_quota_never_only_when_kueue_could_never_admit_them_brute_force() -> None:
+    rng = random.Random(1127)
+    for _ in range(120):
+        nominal, gpus = rng.randint(0, 24), rng.randint(1, 4)
+        objects = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(nominal)})]
+        if rng.random() < 0.5:
+            pods = rng.randint(1, 4)
+            doc = job(gpus, pods=pods)
+            if rng.random() < 0.5:
+                doc["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": rng.randint(1, pods)}}
+            count = pods
+        else:
+            jobs = [(rng.choice([None, 1, 2]), rng.choice([None, 1, 2, 3]), rng.choice([None, 1, 2]))
+                    for _ in range(rng.randint(1, 2))]
+            doc = jobset(gpus, jobs)
+            count = sum((replicas if replicas is not None else 1)
+                        * min(parallelism or 1, completions if completions is not None else parallelism or 1)
+                        for replicas, parallelism, completions in jobs)
+        never = "GG402" in findings(doc, objects)
+        assert never == (count * gpus > nominal), (nominal, gpus, doc["spec"])
+
+
 # -- ResourceFlavors' nodes: which flavors Kueue tries, and whether their nodes hold the pods ------------
 
 def rich_flavor(name: str, labels: dict[str, str] | None = None, taints: list[Obj] | None = None,

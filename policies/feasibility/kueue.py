@@ -29,7 +29,9 @@ when no domain's nodes hold it even empty. Topology Aware Scheduling is taken to
 flavor names a Topology the snapshot holds (a flavor naming none, or one not seen, is not judged
 by topology); preferred and unconstrained topologies never narrow anything.
 
-The amounts are the gang's minimum (Kueue asks for all pods unless partial admission applies:
+The amounts are the pods Kueue's Workload counts for the kinds it admits whole
+(:attr:`policies.kinds.KindSpec.kueue_admits_all`: a batch Job, down to its partial-admission
+minimum; a training-operator job; a JobSet), else the gang's minimum (Kueue may ask for more:
 weaker, never wrong). Resources Kueue is configured not to account are left out
 (``queues.kueueExcludeResourcePrefixes``, its ``resources.excludeResourcePrefixes``).
 """
