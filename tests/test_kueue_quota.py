@@ -223,15 +223,21 @@ def test_never_only_when_no_assignment_fits_brute_force() -> None:
         assert not (never and fits), (objects, sets, potential)
 
 
-def batch_job(gpus: int, parallelism: int | None, completions: int | None = None,
-              min_parallelism: str | None = None) -> Obj:
-    """A batch Job in LocalQueue ``team``: Kueue admits all its running pods at once."""
+def job_spec(gpus: int, parallelism: int | None, completions: int | None) -> Obj:
+    """A batch JobSpec of pods of ``gpus`` GPUs, ``None`` left out (the defaults)."""
     spec: Obj = {"template": {"spec": {"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "x", "resources": {"limits": {GPU: gpus}}}]}}}
     if parallelism is not None:
         spec["parallelism"] = parallelism
     if completions is not None:
         spec["completions"] = completions
+    return spec
+
+
+def batch_job(gpus: int, parallelism: int | None, completions: int | None = None,
+              min_parallelism: str | None = None) -> Obj:
+    """A batch Job in LocalQueue ``team``: Kueue admits all its running pods at once."""
+    spec = job_spec(gpus, parallelism, completions)
     meta: Obj = {"name": "sweep", "namespace": "ml", "labels": {"kueue.x-k8s.io/queue-name": "team"}}
     if min_parallelism is not None:
         meta["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": min_parallelism}
@@ -274,13 +280,7 @@ def jobset(gpus: int, jobs: list[tuple[int | None, int | None, int | None]]) -> 
     ``None`` left out (the defaults)."""
     replicated = []
     for i, (replicas, parallelism, completions) in enumerate(jobs):
-        spec: Obj = {"template": {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "main", "image": "x", "resources": {"limits": {GPU: gpus}}}]}}}
-        if parallelism is not None:
-            spec["parallelism"] = parallelism
-        if completions is not None:
-            spec["completions"] = completions
-        entry: Obj = {"name": f"rj{i}", "template": {"spec": spec}}
+        entry: Obj = {"name": f"rj{i}", "template": {"spec": job_spec(gpus, parallelism, completions)}}
         if replicas is not None:
             entry["replicas"] = replicas
         replicated.append(entry)
