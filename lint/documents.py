@@ -133,11 +133,11 @@ def _indent_over(columns: int, binary: bool) -> re.Pattern[Any]:
 def _indented_over(text: str | bytes, columns: int) -> bool:
     """Whether a line of ``text`` is indented wider than ``columns`` (see :func:`_indent_over`;
     the first line: its first ``columns + 1`` characters are all indentation)."""
-    binary = isinstance(text, bytes)
-    head = text[: columns + 1]
-    if len(head) > columns and not head.lstrip(b" \t?:-" if binary else " \t?:-"):  # type: ignore[arg-type]
-        return True
-    return _indent_over(columns, binary).search(text) is not None
+    if isinstance(text, bytes):
+        first_wide = len(text) > columns and not text[: columns + 1].lstrip(b" \t?:-")
+    else:
+        first_wide = len(text) > columns and not text[: columns + 1].lstrip(" \t?:-")
+    return first_wide or _indent_over(columns, isinstance(text, bytes)).search(text) is not None
 
 
 def build_check(text: str | bytes) -> Callable[[Node], bool]:
