@@ -265,8 +265,10 @@ def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
         # the training-operator CRDs declare a scale subresource on the Worker replicas
         scale_replicas=f"/spec/{specs_key}/Worker/replicas" if kind in _KUBEFLOW_SCALED else "",
         # Kueue's Workload: one pod set per replica type of its replicas (default 1), whatever
-        # the gang minimum (kueue pkg/controller/jobs/kubeflow, mpijob: podsCount)
-        kueue_admits_all=True,
+        # the gang minimum (kueue pkg/controller/jobs/kubeflow: podsCount). Not an MPIJob: this
+        # row is the training-operator's v1 as well, which Kueue does not admit (only the
+        # mpi-operator's v2beta1): its gang minimum stays what is asked (weaker, never wrong).
+        kueue_admits_all=kind != "MPIJob",
     )
 
 

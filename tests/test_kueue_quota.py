@@ -300,6 +300,10 @@ def test_kueue_admits_kubeflow_jobs_and_jobsets_whole_whatever_their_gang_minimu
         "error: 24 nvidia.com/gpu asked in all, ClusterQueue `cq-a` can ever admit 16 over its flavors "
         "(a100)"]
     assert "GG402" not in findings(job(8, pods=2), alone)
+    # an MPIJob's row is the training-operator's v1 too, which Kueue does not admit: its gang minimum
+    mpi = {**gang, "kind": "MPIJob", "spec": {"runPolicy": gang["spec"]["runPolicy"],
+                                              "mpiReplicaSpecs": gang["spec"]["pytorchReplicaSpecs"]}}
+    assert "GG402" not in findings(mpi, alone)
     assert "GG402" in findings(jobset(8, [(1, 2, None), (1, None, None)]), alone), "3 pods of 8"
     assert "GG402" not in findings(jobset(8, [(2, 4, 1)]), alone), "2 x min(4, 1) pods of 8"
 

@@ -31,7 +31,7 @@ by topology); preferred and unconstrained topologies never narrow anything.
 
 The amounts are the pods Kueue's Workload counts for the kinds it admits whole
 (:attr:`policies.kinds.KindSpec.kueue_admits_all`: a batch Job, down to its partial-admission
-minimum; a training-operator job; a JobSet), else the gang's minimum (Kueue may ask for more:
+minimum; a training-operator job but an MPIJob; a JobSet), else the gang's minimum (Kueue may ask for more:
 weaker, never wrong). Resources Kueue is configured not to account are left out
 (``queues.kueueExcludeResourcePrefixes``, its ``resources.excludeResourcePrefixes``).
 """
