@@ -341,8 +341,6 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
     if queue is not None:
         queue.rows = rows
         return queue
-    sums_now = [sums[s.key][0] for s in sets]
-    full_now = [_full(uniform_now[s.key]) for s in sets]
     pinned = sets
     if set_needs and not question.queue_admitted:
         # Kueue pins an admitted pod set's pods to its flavor's nodes: placed there only
@@ -354,8 +352,6 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
         now_by_key = {s.key: s.capacity(free_now) for s in sets}
         uniform_now = {key: None for key in now_by_key}
         caps_now = [now_by_key[s.key] for s in sets]
-        sums_now = [int(cap.sum()) for cap in caps_now]
-        full_now = [None] * len(sets)
     caps = _Caps(sets, free_now, now_by_key, free_owned=False)
     if plan is not None and plan.units:
         placed = _place_groups(topo, sets, plan, caps, supernodes, supernode_labels, tick, uniform_now)
@@ -368,7 +364,9 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
         result.witness = _witness(topo, sets, placed)
         result.notes = notes
         return result
-    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now, sums_now, full_now)
+    now = _necessary(topo, sets, want, free_now, flexible, "now", caps_now,
+                     [_capacity_sum(now_by_key[s.key], uniform_now[s.key], s.elig.count) for s in sets],
+                     [_full(uniform_now[s.key]) for s in sets])
     reason, path = now if now is not None else (None, "")
     facts: dict[str, Any] = {}
     if reason is None and plan is not None and plan.units:
