@@ -200,6 +200,12 @@ class KindSpec:
     # partial admission, as few as ``kueue_min_count`` says (kueue.x-k8s.io/job-min-parallelism).
     kueue_admits_all: bool = False
     kueue_min_count: str | None = None
+    # Kueue's integration for the kind, as its configuration names it (``integrations.frameworks``,
+    # or ``Kind.version.group`` of ``externalFrameworks``), and the API versions it handles (empty:
+    # any). Kueue reads the queue label of the kinds it integrates only: a kind whose integration
+    # is off in the policy's ``queues.kueueFrameworks`` is not judged against its Kueue queue.
+    kueue_framework: str = ""
+    kueue_versions: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -265,10 +271,11 @@ def _kubeflow(kind: str, specs_key: str, resource: str) -> KindSpec:
         # the training-operator CRDs declare a scale subresource on the Worker replicas
         scale_replicas=f"/spec/{specs_key}/Worker/replicas" if kind in _KUBEFLOW_SCALED else "",
         # Kueue's Workload: one pod set per replica type of its replicas (default 1), whatever
-        # the gang minimum (kueue pkg/controller/jobs/kubeflow: podsCount). Not an MPIJob: this
-        # row is the training-operator's v1 as well, which Kueue does not admit (only the
-        # mpi-operator's v2beta1): its gang minimum stays what is asked (weaker, never wrong).
-        kueue_admits_all=kind != "MPIJob",
+        # the gang minimum (kueue pkg/controller/jobs/kubeflow, mpijob: podsCount). Kueue
+        # integrates the mpi-operator's MPIJob (v2beta1), not the training-operator's v1 of this row.
+        kueue_admits_all=True,
+        kueue_framework=f"kubeflow.org/{kind.lower()}",
+        kueue_versions=("v2beta1",) if kind == "MPIJob" else (),
     )
 
 
@@ -284,6 +291,7 @@ def _ray(kind: str, cluster: str, resource: str, extra: tuple[PodSetSource, ...]
             *extra,
         ),
         queues=(_RAY_QUEUE, _KUEUE),
+        kueue_framework=f"ray.io/{kind.lower()}",
         scheduler_override=join_pointer("/metadata/labels", RAY_SCHEDULER_LABEL),
         autoscaling=f"{cluster}/enableInTreeAutoscaling",
         validate=f"kuberay.{kind.lower()}",
@@ -298,13 +306,19 @@ KINDS: tuple[KindSpec, ...] = (
         gang_min=join_pointer("/metadata/annotations", GROUP_MIN_MEMBER_ANNOTATION),
         queues=(QueueSource(join_pointer("/metadata/annotations", VOLCANO_QUEUE_ANNOTATION),
                             "volcano"), _KUEUE),
+        kueue_framework="pod",
         gang_refs=_WORKLOAD_API_POD_GANGS,
     ),
+    # Kueue admits a Deployment's pods one by one, a StatefulSet's all at once (one pod group of
+    # ``replicas``); it has no ReplicaSet integration (its pod integration reads the pods' labels)
     *(
         KindSpec(group="apps", kind=k, resource=r, pod_sets=(PodSetSource("/spec", name="pods"),), gang=False,
-                 queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE), scale_replicas="/spec/replicas")
-        for k, r in (("Deployment", "deployments"), ("StatefulSet", "statefulsets"),
-                     ("ReplicaSet", "replicasets"))
+                 queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE) if framework else (_TEMPLATE_VOLCANO_QUEUE,),
+                 kueue_framework=framework, kueue_admits_all=framework == "statefulset",
+                 scale_replicas="/spec/replicas")
+        for k, r, framework in (("Deployment", "deployments", "deployment"),
+                                ("StatefulSet", "statefulsets", "statefulset"),
+                                ("ReplicaSet", "replicasets", ""))
     ),
     # A Job runs min(parallelism, completions) pods at once (each default 1).
     KindSpec(group="batch", kind="Job", resource="jobs", gang=False, templates_immutable=True,
@@ -312,18 +326,25 @@ KINDS: tuple[KindSpec, ...] = (
                                     hosts_max="completions"),),
              queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE),
              gang_policy="/spec/scheduling/schedulingPolicy", kueue_admits_all=True,
-             kueue_min_count=join_pointer("/metadata/annotations", KUEUE_MIN_PARALLELISM)),
+             kueue_min_count=join_pointer("/metadata/annotations", KUEUE_MIN_PARALLELISM),
+             kueue_framework="batch/job"),
+    # Kueue admits the Jobs a CronJob makes: their queue label (and partial-admission minimum)
+    # is the job template's, not the CronJob's own
     KindSpec(group="batch", kind="CronJob", resource="cronjobs", gang=False,
              pod_sets=(PodSetSource("/spec/jobTemplate/spec", name="pods", replicas=None, hosts="parallelism",
                                     hosts_max="completions"),),
-             queues=(_TEMPLATE_VOLCANO_QUEUE, _KUEUE)),
+             queues=(_TEMPLATE_VOLCANO_QUEUE, QueueSource(
+                 join_pointer("/spec/jobTemplate/metadata/labels", KUEUE_QUEUE_LABEL), "kueue")),
+             kueue_admits_all=True,
+             kueue_min_count=join_pointer("/spec/jobTemplate/metadata/annotations", KUEUE_MIN_PARALLELISM),
+             kueue_framework="batch/job"),
     KindSpec(
         group="batch.volcano.sh", kind="Job", resource="jobs",
         pod_sets=(PodSetSource("/spec/tasks", layout="list", min_available="minAvailable",
                                partitions="partitionPolicy"),),
         gang_min="/spec/minAvailable",
         gang_min_zero_unset=True,
-        queues=(QueueSource("/spec/queue", "volcano"), _KUEUE),
+        queues=(QueueSource("/spec/queue", "volcano"),),   # no Kueue integration
         default_queue="default",
         scheduler="/spec/schedulerName",
         default_scheduler="volcano",
@@ -376,6 +397,7 @@ KINDS: tuple[KindSpec, ...] = (
         # Kueue's Workload: replicas x min(parallelism, completions) pods per replicated job
         # (kueue pkg/controller/jobs/jobset: podsCount), admitted together
         kueue_admits_all=True,
+        kueue_framework="jobset.x-k8s.io/jobset",
     ),
     KindSpec(
         group="leaderworkerset.x-k8s.io", kind="LeaderWorkerSet", resource="leaderworkersets",
@@ -394,6 +416,7 @@ KINDS: tuple[KindSpec, ...] = (
         # and KAI; a group of long-running servers that can never run whole never gets ready
         queues=(QueueSource(join_pointer("/metadata/annotations", VOLCANO_QUEUE_ANNOTATION), "volcano"),
                 _TEMPLATE_VOLCANO_QUEUE, _KUEUE),
+        kueue_framework="leaderworkerset.x-k8s.io/leaderworkerset",
         scale_replicas="/spec/replicas",
         validate="lws.leaderworkerset",
     ),
@@ -405,6 +428,7 @@ KINDS: tuple[KindSpec, ...] = (
         gang=False,
         pod_sets=(PodSetSource("/spec/replicaSpecs", layout="list"),),
         queues=(_KUEUE,),
+        kueue_framework="HyperPodPyTorchJob.v1.sagemaker.amazonaws.com",   # an external framework
     ),
     # KAI Scheduler's own objects (scheduling.run.ai; the versions its webhooks judge:
     # policies/validation/kai.py). A PodGroup holds a gang, not pods: ``minMember`` of them,
@@ -431,7 +455,7 @@ KINDS: tuple[KindSpec, ...] = (
     KindSpec(group=_TRAINER, kind="TrainJob", resource="trainjobs", pod_sets=(), gang=False,
              derived=DerivedPods("/spec/trainer", "node", count="numNodes", resources="resourcesPerNode",
                                  container="node", runtime=_TRAINER_RUNTIME),
-             queues=(_KUEUE,), validate="trainer.trainjob"),
+             queues=(_KUEUE,), kueue_framework="trainer.kubeflow.org/trainjob", validate="trainer.trainjob"),
     # A runtime's JobSet template is a template, not pods: its pod specs are judged (requests,
     # limits), nothing is placed (a TrainJob sets the count and the node resources).
     KindSpec(group=_TRAINER, kind="TrainingRuntime", resource="trainingruntimes", gang=False,
@@ -443,6 +467,11 @@ KINDS: tuple[KindSpec, ...] = (
 )
 
 _BY_GROUP_KIND: dict[tuple[str, str], KindSpec] = {(k.group, k.kind): k for k in KINDS}
+
+# Every Kueue integration of the table, in its order: the default of queues.kueueFrameworks
+# (Kueue's current manifests turn them all on).
+KUEUE_FRAMEWORKS: tuple[str, ...] = tuple(
+    dict.fromkeys(k.kueue_framework for k in KINDS if k.kueue_framework))
 
 
 def kind_spec(api_version: str, kind: str) -> KindSpec | None:

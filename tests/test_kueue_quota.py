@@ -4,6 +4,7 @@ limits in (hierarchical) cohorts, as Kueue's flavor assigner decides admission
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 from typing import Any
@@ -14,6 +15,7 @@ from feasibility_helpers import USAGE, feasibility_findings, node, pod, snapshot
 from policies.config import Policy, policy_from_data
 from policies.engine import evaluate
 from policies.feasibility.kueue import _tree
+from policies.kinds import KINDS, KUEUE_FRAMEWORKS
 from policies.topology import Topology
 
 Obj = dict[str, Any]
@@ -300,10 +302,11 @@ def test_kueue_admits_kubeflow_jobs_and_jobsets_whole_whatever_their_gang_minimu
         "error: 24 nvidia.com/gpu asked in all, ClusterQueue `cq-a` can ever admit 16 over its flavors "
         "(a100)"]
     assert "GG402" not in findings(job(8, pods=2), alone)
-    # an MPIJob's row is the training-operator's v1 too, which Kueue does not admit: its gang minimum
+    # an MPIJob too, the mpi-operator's (v2beta1); the training-operator's v1 is not Kueue's
     mpi = {**gang, "kind": "MPIJob", "spec": {"runPolicy": gang["spec"]["runPolicy"],
                                               "mpiReplicaSpecs": gang["spec"]["pytorchReplicaSpecs"]}}
     assert "GG402" not in findings(mpi, alone)
+    assert "GG402" in findings({**mpi, "apiVersion": "kubeflow.org/v2beta1"}, alone)
     assert "GG402" in findings(jobset(8, [(1, 2, None), (1, None, None)]), alone), "3 pods of 8"
     assert "GG402" not in findings(jobset(8, [(2, 4, 1)]), alone), "2 x min(4, 1) pods of 8"
 
@@ -328,6 +331,97 @@ def test_kubeflow_and_jobset_quota_never_only_when_kueue_could_never_admit_them_
                         for replicas, parallelism, completions in jobs)
         never = "GG402" in findings(doc, objects)
         assert never == (count * gpus > nominal), (nominal, gpus, doc["spec"])
+
+
+# -- which objects Kueue manages: its integrations (queues.kueueFrameworks) --------------------------------
+
+def labelled(doc: Obj, queue: str = "team") -> Obj:
+    doc["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = queue
+    return doc
+
+
+def test_a_kind_whose_kueue_integration_is_off_gets_no_kueue_verdict() -> None:
+    """Kueue reads the queue label only of the kinds whose integration it runs: with `batch/job`
+    off, a Job's label is nobody's, and neither the quota it could never get nor the LocalQueue
+    it names is judged."""
+    alone = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(4)})]
+    assert "GG402" in findings(batch_job(8, 1), alone)
+    assert any("LocalQueue `gone`" in m for m in findings(labelled(batch_job(1, 1), "gone"), alone)["GG306"])
+    frameworks = [f for f in Policy().data["queues"]["kueueFrameworks"] if f != "batch/job"]
+    without = policy_from_data({"queues": {"kueueFrameworks": frameworks}})
+    assert "GG402" not in findings(batch_job(8, 1), alone, without)
+    assert "GG306" not in findings(labelled(batch_job(1, 1), "gone"), alone, without)
+    # the other kinds are judged as before; an empty list turns Kueue's verdicts off altogether
+    assert "GG402" in findings(job(8), alone, without)
+    assert "GG402" not in findings(job(8), alone, policy_from_data({"queues": {"kueueFrameworks": []}}))
+
+
+def test_kinds_kueue_has_no_integration_for_are_not_judged_against_a_kueue_queue() -> None:
+    """A training-operator MPIJob (kubeflow.org/v1: Kueue integrates only the mpi-operator's
+    v2beta1), a Volcano Job and a ReplicaSet: Kueue never reads their label."""
+    alone = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(4)})]
+    pytorch = job(8)
+    mpi = {**pytorch, "kind": "MPIJob", "spec": {"mpiReplicaSpecs": pytorch["spec"]["pytorchReplicaSpecs"]}}
+    assert "GG402" not in findings(mpi, alone)
+    assert findings({**mpi, "apiVersion": "kubeflow.org/v2beta1"}, alone)["GG402"]
+    volcano = labelled({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                        "metadata": {"name": "vj", "namespace": "ml"},
+                        "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": [
+                            {"name": "t", "replicas": 1, "template": {"spec": {"containers": [
+                                {"name": "main", "image": "x", "resources": {"limits": {GPU: 8}}}]}}}]}})
+    replica_set = labelled({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                            "metadata": {"name": "rs", "namespace": "ml"},
+                            "spec": {"replicas": 1, "template": job_spec(8, None, None)["template"]}})
+    for doc in (volcano, replica_set):
+        found = findings(doc, alone)
+        assert "GG402" not in found and "GG306" not in found, doc["kind"]
+
+
+def test_a_cronjob_is_judged_by_its_job_templates_queue_label() -> None:
+    """Kueue admits the Jobs a CronJob makes, whole (min(parallelism, completions) pods): their
+    label is the job template's; one on the CronJob itself is not Kueue's."""
+    alone = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(8)})]
+    template: Obj = {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "team"}},
+                     "spec": job_spec(8, 2, None)}
+    cron: Obj = {"apiVersion": "batch/v1", "kind": "CronJob",
+                 "metadata": {"name": "nightly", "namespace": "ml"},
+                 "spec": {"schedule": "0 1 * * *", "jobTemplate": template}}
+    assert findings(cron, alone)["GG402"] == [
+        "error: insufficient quota for nvidia.com/gpu in flavor `a100`: 16 asked by pod set pods > maximum "
+        "capacity 8 of ClusterQueue `cq-a`"]
+    template["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "1"}
+    assert "GG402" not in findings(cron, alone), "partial admission down to one pod"
+    on_the_cronjob = copy.deepcopy(cron)
+    del on_the_cronjob["spec"]["jobTemplate"]["metadata"]
+    labelled(on_the_cronjob)
+    assert "GG402" not in findings(on_the_cronjob, alone)
+
+
+def test_kueue_admits_a_statefulset_whole_and_a_deployment_pod_by_pod() -> None:
+    """Kueue makes one Workload of all a StatefulSet's replicas (a pod group), and one per pod of a
+    Deployment: 2 replicas of 8 GPUs under 8 can never be admitted as a StatefulSet, pod by pod
+    they can."""
+    alone = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(8)})]
+
+    def apps(kind: str, replicas: int) -> Obj:
+        return labelled({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "s", "namespace": "ml"},
+                         "spec": {"replicas": replicas, "template": job_spec(8, None, None)["template"]}})
+
+    assert findings(apps("StatefulSet", 2), alone)["GG402"] == [
+        "error: insufficient quota for nvidia.com/gpu in flavor `a100`: 16 asked by pod set pods > maximum "
+        "capacity 8 of ClusterQueue `cq-a`"]
+    assert "GG402" not in findings(apps("StatefulSet", 1), alone)
+    assert "GG402" not in findings(apps("Deployment", 2), alone)
+
+
+def test_every_kind_with_a_kueue_queue_names_its_integration() -> None:
+    """The kinds table: a Kueue queue source exactly on the kinds Kueue integrates, and the default
+    of queues.kueueFrameworks is every one of them."""
+    for spec in KINDS:
+        kueue = [q for q in spec.queues if q.system == "kueue"]
+        assert bool(kueue) == bool(spec.kueue_framework), spec.label
+    assert Policy().data["queues"]["kueueFrameworks"] == sorted(
+        {s.kueue_framework for s in KINDS if s.kueue_framework}, key=KUEUE_FRAMEWORKS.index)
 
 
 # -- ResourceFlavors' nodes: which flavors Kueue tries, and whether their nodes hold the pods ------------

@@ -65,7 +65,13 @@ def test_no_file_means_the_documented_defaults() -> None:
     assert policy.gpu_resources == {"nvidia.com/gpu": "nvidia.com/gpu.product",
                                     "metax-tech.com/gpu": "metax-tech.com/gpu.product"}
     assert policy.gpu["groupSizeAnnotation"] == "metax-tech.com/gpu-group-size"
-    assert policy.data["queues"] == {"require": False, "kueueExcludeResourcePrefixes": []}
+    assert policy.data["queues"] == {"require": False, "kueueExcludeResourcePrefixes": [],
+                                     "kueueFrameworks": [
+        "pod", "deployment", "statefulset", "batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob",
+        "ray.io/raycluster", "ray.io/rayjob", "ray.io/rayservice", "jobset.x-k8s.io/jobset",
+        "leaderworkerset.x-k8s.io/leaderworkerset", "HyperPodPyTorchJob.v1.sagemaker.amazonaws.com",
+        "trainer.kubeflow.org/trainjob"]}
     assert policy.feasibility["mode"] == "enforce"
     assert policy.excluded_namespaces == {"kube-system", "kube-public", "gpugate-system"}
 

@@ -75,9 +75,11 @@ spec:
     assert pod_sets(w) == [("pods", 3, 3, True)]
     assert w.pod_sets[0].path == "/spec/template"
     assert w.gang_min == 3
+    kueue = [] if kind == "ReplicaSet" else [   # Kueue has no ReplicaSet integration
+        ("lq", "kueue", "/metadata/labels/kueue.x-k8s.io~1queue-name", True)]
     assert queues(w) == [
         ("vq", "volcano", "/spec/template/metadata/annotations/scheduling.volcano.sh~1queue-name", True),
-        ("lq", "kueue", "/metadata/labels/kueue.x-k8s.io~1queue-name", True),
+        *kueue,
     ]
     assert w.schedulers == {"volcano"}
 

@@ -370,7 +370,7 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
             _rows(sets, fits, gang, workload.gang_min), sets, gang, workload.gang_min, queue, queue_fields,
             workload.namespace, group_fields, policy),))
     question = kept[0]
-    others = _scheduler_queues(workload)
+    others = _scheduler_queues(workload, policy)
     if others and question is not None:
         kueue = any(q.system == "kueue" for q in others)
         excluded = tuple(policy.data["queues"].get("kueueExcludeResourcePrefixes") or ()) if kueue else ()
@@ -419,19 +419,33 @@ def _with_placeholders(question: FitQuestion, workload: Workload, policy: Policy
                                placeholder_timeout=timeout)
 
 
-def _scheduler_queues(workload: Workload) -> tuple[QueueRef, ...]:
-    """The Kueue LocalQueue (whatever schedules the pods: Kueue admits the workload) and the
-    KAI queue (only when KAI schedules some of its pods, or it is a gang without pods of a
-    kind KAI schedules: a KAI PodGroup) the workload names."""
+def _scheduler_queues(workload: Workload, policy: Policy) -> tuple[QueueRef, ...]:
+    """The Kueue LocalQueue (whatever schedules the pods: Kueue admits the workload, when its
+    integration for the kind is on: :func:`kueue_integrates`) and the KAI queue (only when KAI
+    schedules some of its pods, or it is a gang without pods of a kind KAI schedules: a KAI
+    PodGroup) the workload names."""
     found: list[QueueRef] = []
     podless_kai = not workload.spec.pod_sets and workload.spec.default_scheduler == KAI_SCHEDULER
     for q in workload.queues:
         if not q.explicit or any(f.system == q.system for f in found):
             continue
-        if q.system == "kueue" or (q.system == "kai" and (podless_kai or any(
-                p.scheduler == KAI_SCHEDULER for p in workload.pod_sets))):
+        if (q.system == "kueue" and kueue_integrates(workload, policy)) or (q.system == "kai" and (
+                podless_kai or any(p.scheduler == KAI_SCHEDULER for p in workload.pod_sets))):
             found.append(q)
     return tuple(found)
+
+
+def kueue_integrates(workload: Workload, policy: Policy) -> bool:
+    """Whether Kueue manages objects of the workload's kind and version: its integration is among
+    the policy's ``queues.kueueFrameworks`` (Kueue's ``integrations.frameworks``). Kueue ignores
+    the queue label of any other object, so no verdict of Kueue's is given for it."""
+    spec = workload.spec
+    if not spec.kueue_framework or spec.kueue_framework not in policy.data["queues"]["kueueFrameworks"]:
+        return False
+    if not spec.kueue_versions:
+        return True
+    api_version = workload.doc.get("apiVersion")
+    return isinstance(api_version, str) and api_version.rpartition("/")[2] in spec.kueue_versions
 
 
 def _question(rows: list[_DemandRow], sets: list[PodSet], gang: bool, gang_min: int, queue: QueueRef | None,
@@ -509,7 +523,7 @@ def _declared_question(workload: Workload, policy: Policy) -> FitQuestion | None
     must admit it and can ever hold the minimum resources it declares (Volcano's). An amount
     that does not parse is left out (a smaller need never makes a false "never")."""
     queue = _volcano_queue(workload)
-    others = _scheduler_queues(workload)
+    others = _scheduler_queues(workload, policy)
     if queue is None and not others:
         return None
     declared = resolve(workload.doc, workload.spec.min_resources) if workload.spec.min_resources else None

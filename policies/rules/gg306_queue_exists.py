@@ -104,7 +104,8 @@ SLUG = "queue-exists"
 SEVERITY = Severity.ERROR
 SEES = Sees()
 NEEDS_TOPOLOGY = True
-OPTIONS = ("feasibility.mode", "feasibility.staleAfterSeconds", "feasibility.whenStale")
+OPTIONS = ("feasibility.mode", "feasibility.staleAfterSeconds", "feasibility.whenStale",
+           "queues.kueueFrameworks")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

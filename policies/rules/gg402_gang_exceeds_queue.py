@@ -110,6 +110,7 @@ from collections.abc import Iterator
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity
 from policies.gpu import GPU_RESOURCES
+from policies.kinds import KUEUE_FRAMEWORKS
 from policies.options import Option
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
@@ -125,8 +126,15 @@ KUEUE_EXCLUDED = Option(
     "`resources.excludeResourcePrefixes` (its manager configuration, which gpugate cannot see). A "
     "resource no ClusterQueue resource group covers is otherwise an error, as Kueue never admits such a "
     "workload.")
+KUEUE_INTEGRATIONS = Option(
+    "queues.kueueFrameworks", {"type": "array", "items": {"type": "string"}}, list(KUEUE_FRAMEWORKS),
+    "The integrations Kueue runs: set it to Kueue's own `integrations.frameworks` (and "
+    "`externalFrameworks`) when it runs fewer than these (older releases' manifests leave out `pod`, "
+    "`deployment`, `statefulset` and `leaderworkerset.x-k8s.io/leaderworkerset`). Kueue ignores the "
+    "queue label of a kind whose integration is off, and so does gpugate: no Kueue verdict for it.")
 OPTIONS = ("feasibility.mode", "feasibility.autoscaling", "feasibility.staleAfterSeconds",
-           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, KUEUE_EXCLUDED)
+           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, KUEUE_EXCLUDED,
+           KUEUE_INTEGRATIONS)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -145,7 +145,8 @@ EXTENDED_RESOURCE_TOLERATION = Option(
     "resource tolerates `<resource>:NoSchedule` taints. `auto`: on for a snapshot whose nodes carry "
     "GKE labels.")
 OPTIONS = (MODE, AUTOSCALING, EXTENDED_RESOURCE_TOLERATION, "feasibility.staleAfterSeconds",
-           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, GPU_SHARES)
+           "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, GPU_SHARES,
+           "queues.kueueFrameworks")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -100,7 +100,8 @@ SEVERITY = Severity.WARNING
 SEES = Sees()
 NEEDS_TOPOLOGY = True
 OPTIONS = ("feasibility.mode", "feasibility.autoscaling", "platform.extendedResourceToleration",
-           "feasibility.staleAfterSeconds", "feasibility.budgetMilliseconds", GPU_RESOURCES)
+           "feasibility.staleAfterSeconds", "feasibility.budgetMilliseconds", GPU_RESOURCES,
+           "queues.kueueFrameworks")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:
