@@ -15,7 +15,8 @@ workload is fine when one member cluster can run it. A Volcano PodGroup of its o
 judged against the queue it names like a job.
 
 Other schedulers' queues, where the snapshot holds queues of that system: a Kueue
-LocalQueue (label `kueue.x-k8s.io/queue-name`) missing from the workload's namespace, or
+LocalQueue (label `kueue.x-k8s.io/queue-name`, on a kind whose Kueue integration is on:
+`queues.kueueFrameworks`) missing from the workload's namespace, or
 a KAI queue (label `kai.scheduler/queue`, for pods KAI schedules; a KAI PodGroup's
 `spec.queue`) that does not exist, is a **warning**: Kueue and KAI hold the workload until the
 queue is created. So is a LocalQueue whose ClusterQueue does not exist, is stopped

@@ -129,8 +129,9 @@ KUEUE_EXCLUDED = Option(
 KUEUE_INTEGRATIONS = Option(
     "queues.kueueFrameworks", {"type": "array", "items": {"type": "string"}}, list(KUEUE_FRAMEWORKS),
     "The integrations Kueue runs: set it to Kueue's own `integrations.frameworks` (and "
-    "`externalFrameworks`) when it runs fewer than these (older releases' manifests leave out `pod`, "
-    "`deployment`, `statefulset` and `leaderworkerset.x-k8s.io/leaderworkerset`). Kueue ignores the "
+    "`externalFrameworks`) when it runs fewer than these (older releases' manifests leave some out, "
+    "`pod`, `deployment`, `statefulset` and `leaderworkerset.x-k8s.io/leaderworkerset` among them). Kueue "
+    "ignores the "
     "queue label of a kind whose integration is off, and so does gpugate: no Kueue verdict for it.")
 OPTIONS = ("feasibility.mode", "feasibility.autoscaling", "feasibility.staleAfterSeconds",
            "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, KUEUE_EXCLUDED,
