@@ -7,7 +7,7 @@ the engine reports as GG002 (invalid-object).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -228,6 +228,19 @@ class Workload:
         if self.spec.pytorch_style:
             return True
         return self.spec.pytorch_if is not None and resolve(self.doc, self.spec.pytorch_if) is not MISSING
+
+    def kueue_reads_queue(self, frameworks: Collection[str]) -> bool:
+        """Whether Kueue reads this object's queue label: its kind's integration
+        (:attr:`KindSpec.kueue_framework`) is among ``frameworks`` (the policy's
+        ``queues.kueueFrameworks``, Kueue's ``integrations.frameworks``) and its API version one
+        the integration handles. Kueue ignores the label of any other object."""
+        spec = self.spec
+        if not spec.kueue_framework or spec.kueue_framework not in frameworks:
+            return False
+        if not spec.kueue_versions:
+            return True
+        api_version = self.doc.get("apiVersion")
+        return isinstance(api_version, str) and api_version.rpartition("/")[2] in spec.kueue_versions
 
     def __str__(self) -> str:
         return str(self.ref)

@@ -351,6 +351,10 @@ def test_a_kind_whose_kueue_integration_is_off_gets_no_kueue_verdict() -> None:
     without = policy_from_data({"queues": {"kueueFrameworks": frameworks}})
     assert "GG402" not in findings(batch_job(8, 1), alone, without)
     assert "GG306" not in findings(labelled(batch_job(1, 1), "gone"), alone, without)
+    # nor is the name's format (GG304: Kueue's webhook refuses only what it manages)
+    bad_name = labelled(batch_job(1, 1), "ML_Team")
+    assert [f.rule for f in evaluate(bad_name, Policy()).findings if f.rule == "GG304"] == ["GG304"]
+    assert not [f for f in evaluate(bad_name, without).findings if f.rule == "GG304"]
     # the other kinds are judged as before; an empty list turns Kueue's verdicts off altogether
     assert "GG402" in findings(job(8), alone, without)
     assert "GG402" not in findings(job(8), alone, policy_from_data({"queues": {"kueueFrameworks": []}}))

@@ -341,17 +341,17 @@ def _check(question: FitQuestion, topo: Topology, tick: Any, devices: DevicePlan
     if queue is not None:
         queue.rows = rows
         return queue
-    pinned = sets
+    pinned_by_kueue = False
     if set_needs and not question.queue_admitted:
         # Kueue pins an admitted pod set's pods to its flavor's nodes: placed there only
         pinned = _pinned(sets, kueue_pinned_masks(question.scheduler_queues, topo, question.namespace,
                                                   set_needs, question.kueue_excluded))
-    pinned_by_kueue = pinned is not sets
-    if pinned_by_kueue:
-        sets = pinned
-        now_by_key = {s.key: s.capacity(free_now) for s in sets}
-        uniform_now = {key: None for key in now_by_key}
-        caps_now = [now_by_key[s.key] for s in sets]
+        pinned_by_kueue = pinned is not sets
+        if pinned_by_kueue:
+            sets = pinned
+            now_by_key = {s.key: s.capacity(free_now) for s in sets}
+            uniform_now = {key: None for key in now_by_key}
+            caps_now = [now_by_key[s.key] for s in sets]
     caps = _Caps(sets, free_now, now_by_key, free_owned=False)
     if plan is not None and plan.units:
         placed = _place_groups(topo, sets, plan, caps, supernodes, supernode_labels, tick, uniform_now)

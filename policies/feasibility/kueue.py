@@ -385,22 +385,26 @@ def flavor_pinned_masks(name: str, topo: Topology, sets: Sequence[SetNeed],
     for s in sets:
         pinned: np.ndarray | None = None
         for group in cq.groups if cq is not None and s.nodes is not None and s.placement is not None else ():
-            if not any(v > 0 and _counted(r, excluded) and r in group.covered for r, v in s.need.items()):
-                continue
-            flavors, _ = _candidates(topo, group, s)
-            union: np.ndarray | None = None
-            for flavor_name in flavors:
-                flavor = topo.resource_flavors.get(flavor_name)
-                if flavor is None or not _narrows(flavor):
-                    union = None
-                    break
-                assert s.nodes is not None
-                mask = _flavor_mask(topo, s.nodes, flavor)
-                union = mask.copy() if union is None else union | mask
-            if union is not None:
-                pinned = union if pinned is None else pinned & union
+            if any(v > 0 and _counted(r, excluded) and r in group.covered for r, v in s.need.items()):
+                union = _candidates_nodes(topo, group, s)
+                if union is not None:
+                    pinned = union if pinned is None else pinned & union
         out.append(pinned)
     return out
+
+
+def _candidates_nodes(topo: Topology, group: KueueResourceGroup, s: SetNeed) -> np.ndarray | None:
+    """The nodes of the flavors of ``group`` Kueue may try for ``s`` together (None: one of them
+    narrows nothing, or is not seen: the pod set's own nodes)."""
+    assert s.nodes is not None
+    union: np.ndarray | None = None
+    for flavor_name in _candidates(topo, group, s)[0]:
+        flavor = topo.resource_flavors.get(flavor_name)
+        if flavor is None or not _narrows(flavor):
+            return None
+        mask = _flavor_mask(topo, s.nodes, flavor)
+        union = mask.copy() if union is None else union | mask
+    return union
 
 
 def _flavor_short(topo: Topology, s: SetNeed, name: str, flavor: KueueFlavor) -> str | None:

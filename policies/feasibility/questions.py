@@ -420,8 +420,8 @@ def _with_placeholders(question: FitQuestion, workload: Workload, policy: Policy
 
 
 def _scheduler_queues(workload: Workload, policy: Policy) -> tuple[QueueRef, ...]:
-    """The Kueue LocalQueue (whatever schedules the pods: Kueue admits the workload, when its
-    integration for the kind is on: :func:`kueue_integrates`) and the KAI queue (only when KAI
+    """The Kueue LocalQueue (whatever schedules the pods: Kueue admits the workload, when it
+    reads the label: :meth:`Workload.kueue_reads_queue`) and the KAI queue (only when KAI
     schedules some of its pods, or it is a gang without pods of a kind KAI schedules: a KAI
     PodGroup) the workload names."""
     found: list[QueueRef] = []
@@ -429,23 +429,12 @@ def _scheduler_queues(workload: Workload, policy: Policy) -> tuple[QueueRef, ...
     for q in workload.queues:
         if not q.explicit or any(f.system == q.system for f in found):
             continue
-        if (q.system == "kueue" and kueue_integrates(workload, policy)) or (q.system == "kai" and (
-                podless_kai or any(p.scheduler == KAI_SCHEDULER for p in workload.pod_sets))):
+        kueue = q.system == "kueue" and workload.kueue_reads_queue(policy.data["queues"]["kueueFrameworks"])
+        kai = q.system == "kai" and (podless_kai or any(p.scheduler == KAI_SCHEDULER
+                                                        for p in workload.pod_sets))
+        if kueue or kai:
             found.append(q)
     return tuple(found)
-
-
-def kueue_integrates(workload: Workload, policy: Policy) -> bool:
-    """Whether Kueue manages objects of the workload's kind and version: its integration is among
-    the policy's ``queues.kueueFrameworks`` (Kueue's ``integrations.frameworks``). Kueue ignores
-    the queue label of any other object, so no verdict of Kueue's is given for it."""
-    spec = workload.spec
-    if not spec.kueue_framework or spec.kueue_framework not in policy.data["queues"]["kueueFrameworks"]:
-        return False
-    if not spec.kueue_versions:
-        return True
-    api_version = workload.doc.get("apiVersion")
-    return isinstance(api_version, str) and api_version.rpartition("/")[2] in spec.kueue_versions
 
 
 def _question(rows: list[_DemandRow], sets: list[PodSet], gang: bool, gang_min: int, queue: QueueRef | None,

@@ -3,8 +3,8 @@
 Volcano Queues, KAI Queues (both cluster-scoped objects) and Kueue LocalQueues are
 Kubernetes objects, so their names are DNS-1123 subdomains: lower-case letters, digits, `-`
 and `.`, starting and ending with an alphanumeric character, at most 253 characters (Kueue's
-webhook refuses a `kueue.x-k8s.io/queue-name` that is not one). A job naming `ML_Team` can
-never find its queue.
+webhook refuses a `kueue.x-k8s.io/queue-name` that is not one, on the kinds whose integration
+it runs: `queues.kueueFrameworks`). A job naming `ML_Team` can never find its queue.
 
 YuniKorn queues are no objects but paths in its configuration, `root.team_a.ML`: each part
 of letters, digits and `_`, `-`, `:`, `#`, `/`, `@`, at most 64 characters. A name without
@@ -58,6 +58,7 @@ ID = "GG304"
 SLUG = "queue-name-format"
 SEVERITY = Severity.ERROR
 SEES = Sees(kinds_with="queues")
+OPTIONS = ("queues.kueueFrameworks",)
 
 MAX_LENGTH = 253
 
@@ -79,6 +80,9 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     for queue in workload.queues:
         if not queue.explicit or not queue.name or queue.system == "yunikorn":
             continue  # an empty name means "the default queue"; YuniKorn's are paths (below)
+        if queue.system == "kueue" and not workload.kueue_reads_queue(
+                ctx.policy.data["queues"]["kueueFrameworks"]):
+            continue  # a label Kueue ignores, its webhook too
         if len(queue.name) > MAX_LENGTH:
             problems.append(Problem(f"{queue.system} queue name is {len(queue.name)} characters long, more "
                                     f"than {MAX_LENGTH} (at {bounded_words(field_name(queue.path))})",
