@@ -155,3 +155,10 @@ def test_a_plain_lint_imports_only_what_it_needs(tmp_path: Path) -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
+def test_no_module_of_policies_is_over_600_lines() -> None:
+    """A module past 600 lines holds more than one idea: split it by concern."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "policies").rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert not long, long

@@ -33,7 +33,7 @@ NAMESPACE = "gpugate-system"
 SERVICE = "gpugate"
 KUBECTL = shutil.which("kubectl")
 ALLOWED_VERBS = {"get", "list", "watch"}
-TOPOLOGY_RESOURCES = {("", "nodes"), ("", "pods"), ("scheduling.volcano.sh", "queues"),
+TOPOLOGY_RESOURCES = {("", "nodes"), ("", "pods"), ("", "namespaces"), ("scheduling.volcano.sh", "queues"),
                       ("scheduling.volcano.sh", "podgroups"), ("topology.volcano.sh", "hypernodes"),
                       ("scheduling.sigs.k8s.io", "elasticquotatrees"), ("kueue.x-k8s.io", "localqueues"),
                       ("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "cohorts"),

@@ -167,7 +167,7 @@ def test_other_readers_of_the_queues_pick_by_system() -> None:
     """A YuniKorn queue is no Volcano, Kueue or KAI queue: GG302 and feasibility's queue
     checks leave it alone; GG305 counts it as a queue named."""
     w = built(pod({"queue": "root.team"}, gpus=1))
-    assert _volcano_queue(w) is None and _scheduler_queues(w, POLICY) == ()
+    assert _volcano_queue(w) is None and _scheduler_queues(w, POLICY) == ((), ())
     assert findings(pod({"queue": "root.team"}, gpus=1), "GG302") == []
     require = policy_from_data({"queues": {"require": True}}, "p.yaml")
     assert findings(pod({"queue": "root.team"}, gpus=1), "GG305", require) == []

@@ -10,12 +10,15 @@ import random
 from typing import Any
 
 import pytest
-from feasibility_helpers import USAGE, feasibility_findings, node, pod, snapshot
+from feasibility_helpers import USAGE, feasibility_findings, node, pod, question_of, snapshot
 
-from policies.config import Policy, policy_from_data
+from policies.config import Policy, PolicyError, policy_from_data
 from policies.engine import evaluate
+from policies.feasibility import FitQuestion, check
 from policies.feasibility.kueue import _tree
+from policies.feasibility.outcomes import Cause, Outcome, Verdict
 from policies.kinds import KINDS, KUEUE_FRAMEWORKS
+from policies.labelselectors import holds, requirements, selects
 from policies.topology import Topology
 
 Obj = dict[str, Any]
@@ -426,6 +429,170 @@ def test_every_kind_with_a_kueue_queue_names_its_integration() -> None:
         assert bool(kueue) == bool(spec.kueue_framework), spec.label
     assert Policy().data["queues"]["kueueFrameworks"] == sorted(
         {s.kueue_framework for s in KINDS if s.kueue_framework}, key=KUEUE_FRAMEWORKS.index)
+
+
+# -- which namespaces Kueue manages (queues.kueueManagedJobsNamespaceSelector) --------------------
+
+def namespace(name: str, **labels: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}}
+
+
+def in_namespace(doc: Obj, name: str) -> Obj:
+    doc["metadata"]["namespace"] = name
+    return doc
+
+
+OPT_IN = policy_from_data({"queues": {"kueueManagedJobsNamespaceSelector": {
+    "matchLabels": {"managed-by-kueue": "true"}}}})
+
+
+@pytest.mark.parametrize("selector, labels, known, expected", [
+    ({}, {}, None, True),
+    (None, {}, None, True),
+    ({"matchLabels": {"a": "1"}}, {"a": "1"}, None, True),
+    ({"matchLabels": {"a": "1"}}, {"a": "2"}, None, False),
+    ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1", "2"]}]}, {"a": "2"}, None, True),
+    ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, {}, None, True),
+    ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, {"a": "1"}, None, False),
+    ({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"a": ""}, None, True),
+    ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"a": ""}, None, False),
+    # a label not known: no answer, unless another requirement already fails
+    ({"matchLabels": {"a": "1"}}, {}, ("b",), None),
+    ({"matchLabels": {"a": "1", "b": "1"}}, {"b": "2"}, ("b",), False),
+    ({"matchLabels": {"a": "1", "b": "1"}}, {"b": "1"}, ("b",), None),
+])
+def test_label_selectors_over_labels_known_in_part(selector: Obj | None, labels: dict[str, str],
+                                                   known: tuple[str, ...] | None,
+                                                   expected: bool | None) -> None:
+    assert selects(requirements(selector), labels, known) is expected
+
+
+@pytest.mark.parametrize("operator, values, value, expected", [
+    ("Gt", ["3"], "4", True), ("Gt", ["3"], "3", False), ("Lt", ["3"], "-1", True),
+    ("Gt", ["3"], "four", False), ("Gt", ["3"], None, False),     # as the API server's selector matches
+    ("Gt", ["x"], "4", None), ("Gt", ["1", "2"], "4", None),      # refused by the API server
+    ("In", [], "a", None), ("NotIn", [], None, None), ("Equals", ["a"], "a", None),
+])
+def test_one_requirement_on_a_label(operator: str, values: list[str], value: str | None,
+                                    expected: bool | None) -> None:
+    assert holds(operator, values, value) is expected
+
+
+@pytest.mark.parametrize("selector", [
+    {"matchExpressions": [{"key": "a", "operator": "In"}]},
+    {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]},
+    {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
+    {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
+    {"matchLabels": {"a": 1}},
+    {"matchNames": ["ml"]},
+    "ml",
+])
+def test_an_invalid_namespace_selector_is_refused_with_its_path(selector: Any) -> None:
+    with pytest.raises(PolicyError, match="kueueManagedJobsNamespaceSelector"):
+        policy_from_data({"queues": {"kueueManagedJobsNamespaceSelector": selector}})
+
+
+def test_no_kueue_verdict_in_a_namespace_kueues_default_selector_leaves_out() -> None:
+    """Kueue's default managedJobsNamespaceSelector leaves out kube-system and its own namespace: a
+    job labelled there is not Kueue's (from Kueue 0.15), so neither its quota nor its LocalQueue
+    is judged; null (Kueue's nil selector) manages every namespace."""
+    objects = [flavor("a100"), local_queue(namespace="kueue-system"), local_queue(),
+               cluster_queue("cq-a", {"a100": full(4)})]
+    assert "GG402" in findings(job(8), objects)
+    found = findings(in_namespace(job(8), "kueue-system"), objects)
+    assert "GG402" not in found and "GG306" not in found and "GG406" not in found
+    every = policy_from_data({"queues": {"kueueManagedJobsNamespaceSelector": None}})
+    assert "GG402" in findings(in_namespace(job(8), "kueue-system"), objects, every)
+    bad_name = in_namespace(labelled(batch_job(1, 1), "ML_Team"), "kueue-system")
+    assert not [f for f in evaluate(bad_name, Policy()).findings if f.rule == "GG304"]
+    assert [f.rule for f in evaluate(bad_name, every).findings if f.rule == "GG304"] == ["GG304"]
+
+
+def test_an_opt_in_selector_is_matched_against_the_namespaces_labels() -> None:
+    """Kueue manages only the namespaces labelled managed-by-kueue=true: a job beyond its quota is
+    refused there, and runs unqueued in a namespace not opted in, whatever its label."""
+    objects = [flavor("a100"), local_queue(namespace="opted"), local_queue(namespace="plain"),
+               cluster_queue("cq-a", {"a100": full(4)}), namespace("opted", **{"managed-by-kueue": "true"}),
+               namespace("plain")]
+    assert findings(in_namespace(job(8), "opted"), objects, OPT_IN)["GG402"]
+    assert not findings(in_namespace(job(8), "plain"), objects, OPT_IN)
+    # nor is a LocalQueue missing there any wait of Kueue's
+    assert "GG306" in findings(in_namespace(job(1, queue="gone"), "opted"), objects, OPT_IN)
+    assert not findings(in_namespace(job(1, queue="gone"), "plain"), objects, OPT_IN)
+    # the label comes, and the namespace's jobs are Kueue's
+    relabelled = [*objects[:-1], namespace("plain", **{"managed-by-kueue": "true"})]
+    assert findings(in_namespace(job(8), "plain"), relabelled, OPT_IN)["GG402"]
+
+
+def test_a_namespace_not_seen_is_judged_both_ways_and_unknown_where_they_differ() -> None:
+    """The snapshot holds no Namespace `unseen`: Kueue may or may not manage it. Beyond the quota
+    (never through Kueue, fits without) the answer is unknown, not a refusal; a job the nodes can
+    never hold is never either way; one that needs the flavor's tolerations (Kueue adds them to the
+    pods it admits) fits through Kueue and never without: unknown, not GG403."""
+    objects = [flavor("a100"), local_queue(namespace="unseen"), cluster_queue("cq-a", {"a100": full(4)})]
+    found = findings(in_namespace(job(8), "unseen"), objects, OPT_IN)
+    assert list(found) == ["GG406"] and "whether Kueue manages namespace `unseen`" in found["GG406"][0]
+    assert "never through Kueue LocalQueue `team`" in found["GG406"][0]
+    assert "fits without Kueue" in found["GG406"][0]
+    never = findings(in_namespace(job(64, pods=2), "unseen"), objects, OPT_IN)
+    assert list(never) == ["GG402"], never
+    assert never["GG402"][0].startswith("error: insufficient quota for nvidia.com/gpu in flavor `a100`")
+    assert "(if Kueue manages namespace `unseen`; if not: " in never["GG402"][0]
+    assert not findings(in_namespace(job(2), "unseen"), objects, OPT_IN)
+    # a name the selector reads alone needs no Namespace: the default selector's
+    assert "GG402" in findings(in_namespace(job(8), "unseen"), objects)
+    nodes = [node(f"s{i}", {"cpu": "64", "memory": "512Gi", GPU: "8"}, {USAGE: "training", "pool": "spot"},
+                  [SPOT]) for i in range(2)]
+    tolerate = [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+    spot = [*nodes, rich_flavor("spot", {"pool": "spot"}, taints=[SPOT], tolerations=tolerate),
+            local_queue(namespace="unseen"), cluster_queue("cq-a", {"spot": full(16)})]
+    assert not kueue_findings(in_namespace(job(8), "unseen"), spot)
+    assert "GG403" in kueue_findings(in_namespace(job(8), "unseen"),
+                                     [*spot, namespace("unseen")], OPT_IN)
+    unknown = kueue_findings(in_namespace(job(8), "unseen"), spot, OPT_IN)
+    assert list(unknown) == ["GG406"], unknown
+    # GG304 cannot tell either, without the namespace's labels: not judged
+    bad_name = in_namespace(labelled(batch_job(1, 1), "ML_Team"), "unseen")
+    assert not [f for f in evaluate(bad_name, OPT_IN).findings if f.rule == "GG304"]
+
+
+def test_an_unknown_answer_either_way_is_no_never(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked both ways, one answer unknown (a budget spent, say): the whole is unknown, whatever
+    the other says."""
+    objects = [flavor("a100"), local_queue(namespace="unseen"), cluster_queue("cq-a", {"a100": full(4)})]
+    question = question_of(in_namespace(job(8), "unseen"), OPT_IN)
+    assert question.kueue_namespaces
+    asked = check.check_cluster
+
+    def answer(through: Verdict, without: Verdict) -> Outcome:
+        def fake(q: FitQuestion, *args: Any, **kwargs: Any) -> Outcome:
+            if q.kueue_namespaces:
+                return asked(q, *args, **kwargs)
+            kueue = any(r.system == "kueue" for r in q.scheduler_queues)
+            return Outcome("c1", through if kueue else without, Cause.BUDGET_SPENT, "spent")
+        monkeypatch.setattr(check, "check_cluster", fake)
+        try:
+            return check.check_cluster(question, snapshot([*gpu_nodes(), *objects], OPT_IN), OPT_IN)
+        finally:
+            monkeypatch.setattr(check, "check_cluster", asked)
+
+    assert answer(Verdict.NEVER, Verdict.UNKNOWN).verdict is Verdict.UNKNOWN
+    assert answer(Verdict.UNKNOWN, Verdict.NEVER).verdict is Verdict.UNKNOWN
+    assert answer(Verdict.NEVER, Verdict.NEVER).verdict is Verdict.NEVER
+    assert answer(Verdict.NEVER, Verdict.FITS).cause is Cause.KUEUE_NAMESPACE_UNKNOWN
+
+
+def test_namespaces_are_watched_objects_of_the_topology() -> None:
+    """Namespace events keep their labels; a relist drops the namespaces gone."""
+    topo = Topology.from_objects([namespace("a", team="x"), namespace("b")])
+    assert topo.namespace_labels["a"] == {"kubernetes.io/metadata.name": "a", "team": "x"}
+    topo.apply("MODIFIED", namespace("a"))
+    assert topo.namespace_labels["a"] == {"kubernetes.io/metadata.name": "a"}
+    topo.replace_all("Namespace", [namespace("b")])
+    assert set(topo.namespace_labels) == {"b"} and topo.counts()["Namespace"] == 1
+    topo.apply("ADDED", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "c", "labels": "x"}})
+    assert topo.namespace_labels["c"] == {}
 
 
 # -- ResourceFlavors' nodes: which flavors Kueue tries, and whether their nodes hold the pods ------------

@@ -71,7 +71,10 @@ def test_no_file_means_the_documented_defaults() -> None:
         "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob",
         "ray.io/raycluster", "ray.io/rayjob", "ray.io/rayservice", "jobset.x-k8s.io/jobset",
         "leaderworkerset.x-k8s.io/leaderworkerset", "HyperPodPyTorchJob.v1.sagemaker.amazonaws.com",
-        "trainer.kubeflow.org/trainjob"]}
+        "trainer.kubeflow.org/trainjob"],
+                                     "kueueManagedJobsNamespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+         "values": ["kube-system", "kueue-system"]}]}}
     assert policy.feasibility["mode"] == "enforce"
     assert policy.excluded_namespaces == {"kube-system", "kube-public", "gpugate-system"}
 

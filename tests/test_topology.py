@@ -40,6 +40,7 @@ def test_from_objects_in_scheduler_units() -> None:
     assert topo.counts() == {
         "Node": 1,
         "Pod": 1,
+        "Namespace": 0,
         "Queue": 0,
         "PodGroup": 0,
         "HyperNode": 0,

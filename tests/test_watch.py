@@ -132,7 +132,7 @@ def test_initial_sync_converges_and_drops_finished_pods(server: FakeApiServer) -
         assert wait_for(lambda: converged(live, server))
         assert wait_for(lambda: not live.stale(5.0))
         counts = live.view()["counts"]
-        assert counts == {"Node": 6, "Pod": 2, "Queue": 2, "PodGroup": 1, "HyperNode": 1,
+        assert counts == {"Node": 6, "Pod": 2, "Namespace": 0, "Queue": 2, "PodGroup": 1, "HyperNode": 1,
                           "ElasticQuotaTree": 0, "LocalQueue": 0, "KAIQueue": 0, "ClusterQueue": 0,
                           "Cohort": 0, "ResourceFlavor": 0, "KueueTopology": 0, "TrainingRuntime": 0,
                           "ClusterTrainingRuntime": 0,
@@ -380,6 +380,27 @@ def test_forbidden_optional_kind_is_skipped_not_fatal(server: FakeApiServer) -> 
         assert live.view()["counts"]["HyperNode"] == 0 and live.view()["counts"]["Node"] == 6
         server.forbidden.discard("hypernodes")  # RBAC fixed: picked up on the next retry
         assert wait_for(lambda: live.view()["counts"]["HyperNode"] == 1)
+
+
+def namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def test_namespace_labels_are_followed_and_an_old_rbac_is_no_outage(server: FakeApiServer) -> None:
+    """Kueue's namespace selector reads the Namespaces' labels: listed, then followed by events. A
+    ClusterRole from before they were read (namespaces not granted) leaves them out, nothing else."""
+    server.add(namespace("ml", **{"managed-by-kueue": "true"}), namespace("web"))
+    server.forbidden.add("namespaces")
+    with Live(server) as live:
+        assert wait_for(live.live.ready)
+        assert live.view()["counts"]["Namespace"] == 0 and live.view()["counts"]["Node"] == 6
+        server.forbidden.discard("namespaces")
+        assert wait_for(lambda: live.view()["counts"]["Namespace"] == 2)
+        labels = lambda: dict(live.call(lambda t: t.namespace_labels, live.live.snapshot.topology))  # noqa: E731
+        assert labels()["ml"] == {"managed-by-kueue": "true"}
+        server.modify(namespace("web", **{"managed-by-kueue": "true"}))
+        server.delete(namespace("ml"))
+        assert wait_for(lambda: labels() == {"web": {"managed-by-kueue": "true"}})
 
 
 def test_forbidden_nodes_keep_the_webhook_unready(server: FakeApiServer) -> None:

@@ -75,13 +75,15 @@ class Resource:
         return functools.partial(custom.list_cluster_custom_object, self.group, self.version, self.plural)
 
 
-_CORE_LISTERS = {"nodes": "list_node", "pods": "list_pod_for_all_namespaces"}
+_CORE_LISTERS = {"nodes": "list_node", "pods": "list_pod_for_all_namespaces", "namespaces": "list_namespace"}
 
 # The server filters out finished pods; we filter again on our side for servers (and
 # MODIFIED events) that still show them.
 RESOURCES: tuple[Resource, ...] = (
     Resource("Node", "", "v1", "nodes"),
     Resource("Pod", "", "v1", "pods", field_selector="status.phase!=Succeeded,status.phase!=Failed"),
+    # their labels: whether Kueue manages a namespace's jobs (queues.kueueManagedJobsNamespaceSelector)
+    Resource("Namespace", "", "v1", "namespaces", optional=True),
     Resource("Queue", "scheduling.volcano.sh", "v1beta1", "queues", optional=True),
     Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", optional=True),
     Resource("HyperNode", "topology.volcano.sh", "v1alpha1", "hypernodes", optional=True),

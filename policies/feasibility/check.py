@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from policies.config import Policy
+from policies.labelselectors import NAME_LABEL, selects
 from policies.memo import StampedMemo
 from policies.topology import ClusterSnapshot, Topology
 
@@ -114,6 +115,8 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
                   deadline: float | None = None, *, memo: bool = True) -> Outcome:
     """The verdict for one member cluster. ``memo``: answer a question asked before of
     the topology as it is now from the topology's memo (see :class:`OutcomeMemo`)."""
+    if question.kueue_namespaces:
+        return _check_kueue_namespace(question, snapshot, policy, deadline, memo)
     topo = snapshot.topology
 
     def tick() -> None:
@@ -150,6 +153,41 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
         OutcomeMemo.of(topo).put(key, versions, _copy_outcome(out, ""), stamp)
     out.cluster = snapshot.name
     return out
+
+
+def _check_kueue_namespace(question: FitQuestion, snapshot: ClusterSnapshot, policy: Policy,
+                           deadline: float | None, memo: bool) -> Outcome:
+    """A question whose Kueue queue counts only if Kueue manages its namespace, which hangs on
+    labels of the namespace other than its name (:attr:`FitQuestion.kueue_namespaces`): asked as
+    Kueue sees it, from the namespace's labels in the snapshot. Where the snapshot holds no such
+    Namespace, asked both ways, and answered only where both answers agree."""
+    namespace = question.namespace or ""
+    managed = dataclasses.replace(question, kueue_namespaces=())
+    ignored = dataclasses.replace(managed, scheduler_queues=tuple(q for q in question.scheduler_queues
+                                                                  if q.system != "kueue"),
+                                  kueue_excluded=(), kueue_pods=(), kueue_topology=())
+    labels = snapshot.topology.namespace_labels.get(namespace)
+    if labels is not None:
+        chosen = managed if selects(question.kueue_namespaces, {**labels, NAME_LABEL: namespace}) else ignored
+        return check_cluster(chosen, snapshot, policy, deadline, memo=memo)
+    through = check_cluster(managed, snapshot, policy, deadline, memo=memo)
+    without = check_cluster(ignored, snapshot, policy, deadline, memo=memo)
+    queue = next(q for q in question.scheduler_queues if q.system == "kueue")
+    if through.verdict == without.verdict and through.cause != without.cause:
+        # the same verdict for reasons of each world's own: both said
+        through.message = (f"{through.message} (if Kueue manages namespace `{namespace}`; if not: "
+                           f"{without.message})")
+    if through.verdict == without.verdict or through.verdict == Verdict.UNKNOWN:
+        return through
+    if without.verdict == Verdict.UNKNOWN:
+        return without
+    return Outcome(snapshot.name, Verdict.UNKNOWN, Cause.KUEUE_NAMESPACE_UNKNOWN,
+                   f"whether Kueue manages namespace `{namespace}` hangs on its labels "
+                   f"(queues.kueueManagedJobsNamespaceSelector), and the cluster snapshot holds no such "
+                   f"Namespace: {through.verdict.value} through Kueue LocalQueue `{queue.name}` "
+                   f"({through.message}), {without.verdict.value} without Kueue", queue.path,
+                   facts={"namespace": namespace, "queue": queue.name, "through": through.verdict.value,
+                          "without": without.verdict.value})
 
 
 def _budget_spent(policy: Policy, cluster: str) -> Outcome:

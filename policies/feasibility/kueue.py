@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from policies.labelselectors import holds
 from policies.quantity import format_quantity
 from policies.tolerations import any_tolerates
 from policies.topology import Topology
@@ -239,22 +240,9 @@ def _untolerated(flavor: KueueFlavor, placement: Mapping[str, Any]) -> str | Non
 def _requirement_holds(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """One node selector requirement on a key the flavor labels; anything malformed holds (the API
     server refuses it: not ours to judge)."""
-    value = labels[expr["key"]]
-    operator, raw = expr.get("operator"), expr.get("values")
+    raw = expr.get("values")
     values = [str(v) for v in raw] if isinstance(raw, list) else []
-    if operator == "In" and values:
-        return value in values
-    if operator == "NotIn" and values:
-        return value not in values
-    if operator == "DoesNotExist":
-        return False
-    if operator in ("Gt", "Lt") and len(values) == 1:
-        try:
-            have, bound = int(value), int(values[0])
-        except ValueError:
-            return True
-        return have > bound if operator == "Gt" else have < bound
-    return True
+    return holds(expr.get("operator"), values, labels[expr["key"]]) is not False
 
 
 def _matches_labels(placement: Mapping[str, Any], labels: Mapping[str, str]) -> bool:

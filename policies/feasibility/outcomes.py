@@ -55,6 +55,7 @@ class Cause(StrEnum):
     STALE_TOPOLOGY = "stale-topology"                   # not synced, or not confirmed for too long
     NOT_CHECKED = "not-checked"                         # a part of the check had no data (a note)
     DEVICES_UNKNOWN = "devices-unknown"                 # DRA claims gpugate cannot count (a reason given)
+    KUEUE_NAMESPACE_UNKNOWN = "kueue-namespace-unknown"  # Kueue's verdict hangs on unseen namespace labels
 
 
 # Causes of a "never" for a workload that runs all the same, in part (not a gang) or

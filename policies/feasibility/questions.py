@@ -24,6 +24,7 @@ from policies.config import Policy
 from policies.dra.claims import PodDevices, pod_devices
 from policies.groups import group_sizes
 from policies.kinds import DEFAULT_SCHEDULER, KAI_SCHEDULER, YUNIKORN_SCHEDULER
+from policies.labelselectors import Requirement, requirements
 from policies.quantity import QuantityError, parse_quantity, scheduler_units
 from policies.schedulers import VOLCANO_SCHEDULER, scheduler_known
 from policies.workload import PodSet, QueueRef, Workload, resolve
@@ -136,6 +137,9 @@ class FitQuestion:
     kueue_topology: tuple[PodSetTopology | None, ...] = ()
     # Per demand, the DRA claims its pods name (policies.dra.claims); None: no pod set has any.
     devices: tuple[PodDevices | None, ...] | None = None
+    # Whether Kueue manages the namespace hangs on these requirements of its namespace's labels
+    # (queues.kueueManagedJobsNamespaceSelector: labels other than its name); (): it does.
+    kueue_namespaces: tuple[Requirement, ...] = ()
     _key: tuple[Any, ...] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
 
@@ -153,7 +157,7 @@ class FitQuestion:
                tuple((q.name, q.system, q.path) for q in self.scheduler_queues),
                None if self.placeholders is None else self.placeholders._key, self.placeholder_hard,
                self.placeholder_timeout, self.shares, self.kueue_excluded, self.kueue_topology, self.devices,
-               self.kueue_pods)
+               self.kueue_pods, self.kueue_namespaces)
         object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -370,14 +374,15 @@ def fit_question(workload: Workload, policy: Policy) -> FitQuestion | None:
             _rows(sets, fits, gang, workload.gang_min), sets, gang, workload.gang_min, queue, queue_fields,
             workload.namespace, group_fields, policy),))
     question = kept[0]
-    others = _scheduler_queues(workload, policy)
+    others, namespaces = _scheduler_queues(workload, policy)
     if others and question is not None:
         kueue = any(q.system == "kueue" for q in others)
         excluded = tuple(policy.data["queues"].get("kueueExcludeResourcePrefixes") or ()) if kueue else ()
         topology = tuple(podset_topology(p.annotations) for p in sets) if kueue else ()
         question = dataclasses.replace(question, scheduler_queues=others, kueue_excluded=excluded,
                                        kueue_topology=topology if any(topology) else (),
-                                       kueue_pods=_kueue_pods(workload, sets) if kueue else ())
+                                       kueue_pods=_kueue_pods(workload, sets) if kueue else (),
+                                       kueue_namespaces=namespaces)
     if question is not None:
         devices = pod_devices(sets, workload.namespace)
         if devices is not None:
@@ -419,22 +424,31 @@ def _with_placeholders(question: FitQuestion, workload: Workload, policy: Policy
                                placeholder_timeout=timeout)
 
 
-def _scheduler_queues(workload: Workload, policy: Policy) -> tuple[QueueRef, ...]:
+def _scheduler_queues(workload: Workload,
+                      policy: Policy) -> tuple[tuple[QueueRef, ...], tuple[Requirement, ...]]:
     """The Kueue LocalQueue (whatever schedules the pods: Kueue admits the workload, when it
     reads the label: :meth:`Workload.kueue_reads_queue`) and the KAI queue (only when KAI
     schedules some of its pods, or it is a gang without pods of a kind KAI schedules: a KAI
-    PodGroup) the workload names."""
+    PodGroup) the workload names; and the requirements on its namespace's labels Kueue's
+    reading hangs on, when its name alone does not tell (:attr:`FitQuestion.kueue_namespaces`)."""
     found: list[QueueRef] = []
+    hangs_on: tuple[Requirement, ...] = ()
     podless_kai = not workload.spec.pod_sets and workload.spec.default_scheduler == KAI_SCHEDULER
     for q in workload.queues:
         if not q.explicit or any(f.system == q.system for f in found):
             continue
-        kueue = q.system == "kueue" and workload.kueue_reads_queue(policy.data["queues"]["kueueFrameworks"])
-        kai = q.system == "kai" and (podless_kai or any(p.scheduler == KAI_SCHEDULER
-                                                        for p in workload.pod_sets))
-        if kueue or kai:
+        if q.system == "kueue":
+            options = policy.data["queues"]
+            namespaces = requirements(options["kueueManagedJobsNamespaceSelector"])
+            reads = workload.kueue_reads_queue(options["kueueFrameworks"], namespaces)
+            if reads is None:
+                hangs_on = namespaces
+            if reads is not False:
+                found.append(q)
+        elif q.system == "kai" and (podless_kai or any(p.scheduler == KAI_SCHEDULER
+                                                       for p in workload.pod_sets)):
             found.append(q)
-    return tuple(found)
+    return tuple(found), hangs_on
 
 
 def _question(rows: list[_DemandRow], sets: list[PodSet], gang: bool, gang_min: int, queue: QueueRef | None,
@@ -512,7 +526,7 @@ def _declared_question(workload: Workload, policy: Policy) -> FitQuestion | None
     must admit it and can ever hold the minimum resources it declares (Volcano's). An amount
     that does not parse is left out (a smaller need never makes a false "never")."""
     queue = _volcano_queue(workload)
-    others = _scheduler_queues(workload, policy)
+    others, namespaces = _scheduler_queues(workload, policy)
     if queue is None and not others:
         return None
     declared = resolve(workload.doc, workload.spec.min_resources) if workload.spec.min_resources else None
@@ -527,7 +541,8 @@ def _declared_question(workload: Workload, policy: Policy) -> FitQuestion | None
     return FitQuestion(demands=(), flexible_min=0, queue=queue, namespace=workload.namespace, groups=None,
                        gpu_resources=frozenset(), supernode_labels=(),
                        autoscaling=bool(policy.feasibility.get("autoscaling")), label_keys=(),
-                       declared=tuple(sorted(need.items())), scheduler_queues=others)
+                       declared=tuple(sorted(need.items())), scheduler_queues=others,
+                       kueue_namespaces=namespaces)
 
 
 def _volcano_queue(workload: Workload) -> QueueRef | None:

@@ -41,7 +41,7 @@ _RULES: Mapping[str, str] = {
     "queue-absent": "GG306",
     "supernodes-never-hold": "GG405",
     "budget-spent": "GG406", "empty-snapshot": "GG406", "no-topology": "GG406", "stale-topology": "GG406",
-    "not-checked": "GG406", "devices-unknown": "GG406",
+    "not-checked": "GG406", "devices-unknown": "GG406", "kueue-namespace-unknown": "GG406",
 }
 
 

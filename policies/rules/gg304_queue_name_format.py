@@ -4,7 +4,9 @@ Volcano Queues, KAI Queues (both cluster-scoped objects) and Kueue LocalQueues a
 Kubernetes objects, so their names are DNS-1123 subdomains: lower-case letters, digits, `-`
 and `.`, starting and ending with an alphanumeric character, at most 253 characters (Kueue's
 webhook refuses a `kueue.x-k8s.io/queue-name` that is not one, on the kinds whose integration
-it runs: `queues.kueueFrameworks`). A job naming `ML_Team` can never find its queue.
+it runs, `queues.kueueFrameworks`, in the namespaces it manages,
+`queues.kueueManagedJobsNamespaceSelector`: where that depends on a namespace label other
+than its name, not judged). A job naming `ML_Team` can never find its queue.
 
 YuniKorn queues are no objects but paths in its configuration, `root.team_a.ML`: each part
 of letters, digits and `_`, `-`, `:`, `#`, `/`, `@`, at most 64 characters. A name without
@@ -50,6 +52,7 @@ import re
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, field_name, quoted_repr
 from policies.kinds import YUNIKORN_QUEUE_ANNOTATION, YUNIKORN_QUEUE_LABEL, YUNIKORN_SCHEDULER
+from policies.labelselectors import requirements
 from policies.names import DNS1123_SUBDOMAIN
 from policies.pointers import join_pointer
 from policies.workload import PodSet, Workload
@@ -58,7 +61,7 @@ ID = "GG304"
 SLUG = "queue-name-format"
 SEVERITY = Severity.ERROR
 SEES = Sees(kinds_with="queues")
-OPTIONS = ("queues.kueueFrameworks",)
+OPTIONS = ("queues.kueueFrameworks", "queues.kueueManagedJobsNamespaceSelector")
 
 MAX_LENGTH = 253
 
@@ -80,9 +83,8 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     for queue in workload.queues:
         if not queue.explicit or not queue.name or queue.system == "yunikorn":
             continue  # an empty name means "the default queue"; YuniKorn's are paths (below)
-        if queue.system == "kueue" and not workload.kueue_reads_queue(
-                ctx.policy.data["queues"]["kueueFrameworks"]):
-            continue  # a label Kueue ignores, its webhook too
+        if queue.system == "kueue" and not _kueue_reads(workload, ctx):
+            continue  # a label Kueue ignores (its webhook too), or may
         if len(queue.name) > MAX_LENGTH:
             problems.append(Problem(f"{queue.system} queue name is {len(queue.name)} characters long, more "
                                     f"than {MAX_LENGTH} (at {bounded_words(field_name(queue.path))})",
@@ -97,6 +99,12 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
             problems.extend(_yunikorn_problems(workload))
             break
     return problems
+
+
+def _kueue_reads(workload: Workload, ctx: Context) -> bool | None:
+    queues = ctx.policy.data["queues"]
+    return workload.kueue_reads_queue(queues["kueueFrameworks"],
+                                      requirements(queues["kueueManagedJobsNamespaceSelector"]))
 
 
 def _is_subdomain(name: str) -> bool:

@@ -106,7 +106,7 @@ SEVERITY = Severity.ERROR
 SEES = Sees()
 NEEDS_TOPOLOGY = True
 OPTIONS = ("feasibility.mode", "feasibility.staleAfterSeconds", "feasibility.whenStale",
-           "queues.kueueFrameworks")
+           "queues.kueueFrameworks", "queues.kueueManagedJobsNamespaceSelector")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -111,6 +111,7 @@ from policies.context import Context, Sees
 from policies.findings import Problem, Severity
 from policies.gpu import GPU_RESOURCES
 from policies.kinds import KUEUE_FRAMEWORKS
+from policies.labelselectors import NAME_LABEL, SELECTOR_SCHEMA
 from policies.options import Option
 from policies.rules._feasibility import problems  # numpy: loaded only when a topology is given
 from policies.workload import Workload
@@ -133,9 +134,20 @@ KUEUE_INTEGRATIONS = Option(
     "`pod`, `deployment`, `statefulset` and `leaderworkerset.x-k8s.io/leaderworkerset` among them). Kueue "
     "ignores the "
     "queue label of a kind whose integration is off, and so does gpugate: no Kueue verdict for it.")
+KUEUE_NAMESPACES = Option(
+    "queues.kueueManagedJobsNamespaceSelector", {**SELECTOR_SCHEMA, "type": ["object", "null"]},
+    {"matchExpressions": [{"key": NAME_LABEL, "operator": "NotIn",
+                           "values": ["kube-system", "kueue-system"]}]},
+    "The namespaces whose jobs Kueue manages: set it to Kueue's own `managedJobsNamespaceSelector` (a "
+    "label selector; the default is Kueue's, with Kueue in `kueue-system`; null: every namespace). From "
+    "Kueue 0.15 (and for pods, Deployments, StatefulSets and LeaderWorkerSets in every release) Kueue "
+    "ignores the queue label of an object in any other namespace, and so does gpugate: no Kueue verdict "
+    "for it. A selector on labels other than the namespace's name is matched against the Namespaces of "
+    "the cluster snapshot; a namespace the snapshot does not hold is judged with and without Kueue, "
+    "and is unknown (GG406) where the two answers differ.")
 OPTIONS = ("feasibility.mode", "feasibility.autoscaling", "feasibility.staleAfterSeconds",
            "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, KUEUE_EXCLUDED,
-           KUEUE_INTEGRATIONS)
+           KUEUE_INTEGRATIONS, KUEUE_NAMESPACES)
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

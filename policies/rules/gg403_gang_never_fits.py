@@ -146,7 +146,7 @@ EXTENDED_RESOURCE_TOLERATION = Option(
     "GKE labels.")
 OPTIONS = (MODE, AUTOSCALING, EXTENDED_RESOURCE_TOLERATION, "feasibility.staleAfterSeconds",
            "feasibility.whenStale", "feasibility.budgetMilliseconds", GPU_RESOURCES, GPU_SHARES,
-           "queues.kueueFrameworks")
+           "queues.kueueFrameworks", "queues.kueueManagedJobsNamespaceSelector")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

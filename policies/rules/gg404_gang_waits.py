@@ -101,7 +101,7 @@ SEES = Sees()
 NEEDS_TOPOLOGY = True
 OPTIONS = ("feasibility.mode", "feasibility.autoscaling", "platform.extendedResourceToleration",
            "feasibility.staleAfterSeconds", "feasibility.budgetMilliseconds", GPU_RESOURCES,
-           "queues.kueueFrameworks")
+           "queues.kueueFrameworks", "queues.kueueManagedJobsNamespaceSelector")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -9,7 +9,9 @@ or tier-1 HyperNodes (its groups are not checked), or DRA claims whose devices c
 counted (a missing DeviceClass, claim, template or ResourceSlice, a pool being updated, a
 selector that does not evaluate, a driver's opaque config: the reasons are named), or that
 are counted only as an upper bound (`firstAvailable`, several or `distinctAttribute` constraints; a
-note on a fit).
+note on a fit), or a Kueue verdict that hangs on labels of the workload's namespace the snapshot
+does not hold (`queues.kueueManagedJobsNamespaceSelector` on other labels than its name, and no
+such Namespace seen) when the answers with and without Kueue differ.
 Said aloud when the live topology has not been synced yet, or not confirmed by the API server for longer than
 `feasibility.staleAfterSeconds` (default 5 s): a warning naming the age
 (`topology is 12s old ...: queue and capacity rules not applied`), which kubectl
@@ -112,7 +114,8 @@ WHEN_STALE = Option("feasibility.whenStale", {"enum": ["warn", "deny"]}, "warn",
                     "`deny`: a stale topology is an error that refuses the workload (unless `mode: warn`).")
 BUDGET_MILLISECONDS = Option("feasibility.budgetMilliseconds", {"type": "number", "exclusiveMinimum": 0}, 200,
                              "Time the capacity check may take per object; past it, this rule reports it.")
-OPTIONS = (STALE_AFTER_SECONDS, WHEN_STALE, BUDGET_MILLISECONDS, "feasibility.mode")
+OPTIONS = (STALE_AFTER_SECONDS, WHEN_STALE, BUDGET_MILLISECONDS, "feasibility.mode",
+           "queues.kueueManagedJobsNamespaceSelector")
 
 
 def check(workload: Workload, ctx: Context) -> Iterator[Problem]:

@@ -8,7 +8,7 @@ bound to the node, plus one ``pods`` each. Labels are kept per key as an int32 c
 column (0: absent) and hard taints as a boolean column per distinct taint, so that a
 node selector or a toleration list becomes a few array comparisons.
 
-Besides nodes: Volcano Queues and PodGroups (what each queue holds), the
+Besides nodes: the labels of Namespaces, Volcano Queues and PodGroups (what each queue holds), the
 ElasticQuotaTree (kube-queue quotas), HyperNodes (supernodes by tier), Kueue LocalQueues,
 ClusterQueues, Cohorts, ResourceFlavors and Topologies, KAI Scheduler Queues, DRA DeviceClasses,
 ResourceSlices, ResourceClaims and their templates, and what other objects
@@ -51,7 +51,7 @@ __all__ = ["Topology", "ClusterSnapshot", "SupernodeLayout", "QueueInfo", "PodGr
 # (apiVersion group, kind) of everything the topology reads -> the name it is filed under
 # (its store, counts and metrics: two kinds are called Queue); anything else is ignored.
 WATCHED: dict[tuple[str, str], str] = {
-    ("", "Node"): "Node", ("", "Pod"): "Pod",
+    ("", "Node"): "Node", ("", "Pod"): "Pod", ("", "Namespace"): "Namespace",
     ("scheduling.volcano.sh", "Queue"): "Queue", ("scheduling.volcano.sh", "PodGroup"): "PodGroup",
     ("topology.volcano.sh", "HyperNode"): "HyperNode",
     ("scheduling.sigs.k8s.io", "ElasticQuotaTree"): "ElasticQuotaTree",
@@ -86,6 +86,7 @@ class Topology(NamedObjects, DeviceObjects):
         cls = type(self)
         self._handlers: dict[str, Callable[[Topology, Mapping[str, Any], bool], None]] = {
                           "Node": cls._apply_node, "Pod": cls._apply_pod, "Queue": cls._apply_queue,
+                          "Namespace": cls._apply_namespace,
                           "PodGroup": cls._apply_podgroup, "HyperNode": cls._apply_hypernode,
                           "ElasticQuotaTree": cls._apply_elasticquotatree,
                           "LocalQueue": cls._apply_local_queue, "KAIQueue": cls._apply_kai_queue,
@@ -108,7 +109,8 @@ class Topology(NamedObjects, DeviceObjects):
 
     def _stores(self) -> dict[str, Mapping[Any, Any]]:
         """Per watched kind, the mapping whose keys are the objects held (for relists)."""
-        return {"Node": self.node_index, "Pod": self._pods, "Queue": self.queues,
+        return {"Node": self.node_index, "Pod": self._pods, "Namespace": self.namespace_labels,
+                "Queue": self.queues,
                 "PodGroup": self.podgroups, "HyperNode": self.hypernodes,
                 "ElasticQuotaTree": self.quota_trees, "LocalQueue": self.local_queues,
                 "KAIQueue": self.kai_queues, "ClusterQueue": self.cluster_queues, "Cohort": self.cohorts,
@@ -130,7 +132,8 @@ class Topology(NamedObjects, DeviceObjects):
         return topo
 
     def counts(self) -> dict[str, int]:
-        return {"Node": len(self.node_index), "Pod": len(self._pods), "Queue": len(self.queues),
+        return {"Node": len(self.node_index), "Pod": len(self._pods), "Namespace": len(self.namespace_labels),
+                "Queue": len(self.queues),
                 "PodGroup": len(self.podgroups), "HyperNode": len(self.hypernodes),
                 "ElasticQuotaTree": len(self.quota_trees), "LocalQueue": len(self.local_queues),
                 "KAIQueue": len(self.kai_queues), "ClusterQueue": len(self.cluster_queues),

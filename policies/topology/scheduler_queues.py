@@ -1,6 +1,7 @@
 """The queues of schedulers other than Volcano: Kueue LocalQueues (the namespace's entry to a
-ClusterQueue) with Kueue's quota objects (:mod:`policies.topology.kueue`), and KAI Scheduler
-Queues (hierarchical, with per-resource limits)."""
+ClusterQueue) with Kueue's quota objects (:mod:`policies.topology.kueue`) and the labels of the
+Namespaces (whether Kueue manages a namespace's jobs), and KAI Scheduler Queues (hierarchical,
+with per-resource limits)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,19 @@ class SchedulerQueues(QueuesAndHypernodes, KueueObjects):
         # (namespace, name) -> the ClusterQueue it points at
         self.local_queues: dict[tuple[str, str], str] = {}
         self.kai_queues: dict[str, KaiQueueInfo] = {}
+        # namespace -> its labels. Read per review, never by a kept answer: no version of its own.
+        self.namespace_labels: dict[str, Mapping[str, str]] = {}
         self._init_kueue()
+
+    def _apply_namespace(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        _, name = _key(obj)
+        if not name:
+            return
+        if deleted:
+            self.namespace_labels.pop(name, None)
+            return
+        labels = _mapping(_mapping(obj.get("metadata")).get("labels"))
+        self.namespace_labels[name] = {str(k): v for k, v in labels.items() if isinstance(v, str)}
 
     def _apply_local_queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
         key = _key(obj)

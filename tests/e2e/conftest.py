@@ -38,8 +38,15 @@ from .kube import (
 PROBE_NAMESPACE = "gpugate-e2e-probe"
 IGNORE_LABEL = "gpugate.io/ignore"
 # Policy: the defaults; only the topology may be older before feasibility gives up (GG406),
-# so that a slow 2-core machine does not turn a verdict into "unknown".
-POLICY = {"apiVersion": "gpugate.io/v1alpha1", "kind": "Policy", "feasibility": {"staleAfterSeconds": 600}}
+# so that a slow 2-core machine does not turn a verdict into "unknown"; and Kueue leaves out the
+# namespaces labelled KUEUE_OPT_OUT besides its default ones (a selector on a label the live
+# topology must watch: tests/e2e/test_kinds_2026.py).
+KUEUE_OPT_OUT = "e2e.gpugate.io/kueue-unmanaged"
+POLICY = {"apiVersion": "gpugate.io/v1alpha1", "kind": "Policy", "feasibility": {"staleAfterSeconds": 600},
+          "queues": {"kueueManagedJobsNamespaceSelector": {"matchExpressions": [
+              {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+               "values": ["kube-system", "kueue-system"]},
+              {"key": KUEUE_OPT_OUT, "operator": "DoesNotExist"}]}}}
 
 # CRDs the tests need: Volcano first (gpugate watches its Queues and PodGroups from the start),
 # the others in the background while the webhook starts.

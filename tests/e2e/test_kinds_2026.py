@@ -30,12 +30,14 @@ from typing import Any
 
 import pytest
 
-from .conftest import Session
+from .conftest import KUEUE_OPT_OUT, Session
 from .kube import USAGE_KEY, Response, canonical, resource_path
 from .objects import (
+    KUEUE_API,
     cluster_training_runtime,
     jobset,
     jobset_templates,
+    kueue_queues,
     leader_worker_set,
     lws_templates,
     pod,
@@ -382,3 +384,36 @@ def test_kueue_quota_read_from_the_cluster(crds: Session, namespace: str) -> Non
         for obj, plural, where in reversed(made):
             with contextlib.suppress(Exception):
                 e2e.api.request("DELETE", resource_path(api, plural, where, obj["metadata"]["name"]))
+
+
+def test_kueue_verdicts_follow_the_namespaces_labels(crds: Session, namespace: str) -> None:
+    """The session's policy mirrors a Kueue that leaves out namespaces labelled KUEUE_OPT_OUT:
+    a pod beyond its ClusterQueue's quota is refused (GG402) while its namespace is Kueue's; once
+    the namespace is labelled out, the live topology sees the label and the same pod is admitted
+    (Kueue ignores its queue label there); unlabelled, refused again."""
+    e2e, ns, group = crds, namespace, namespace
+    two_training_nodes(e2e, group)
+    made = kueue_queues(ns, f"kn-{namespace}"[:60], "team", gpus=4)
+    for obj, plural in made:
+        where = ns if plural == "localqueues" else None
+        assert e2e.api.request("POST", resource_path(KUEUE_API, plural, where), obj).status == 201
+    namespace_path = f"/api/v1/namespaces/{ns}"
+    try:
+        over = pod(ns, "over", group, 8)
+        over["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team"
+        refused = eventually(lambda: e2e.api.create(over, dry_run=True), lambda r: denied_for(r, "GG402"))
+        assert denied_for(refused, "GG402"), refused
+        merge = "application/merge-patch+json"
+        label = {"metadata": {"labels": {KUEUE_OPT_OUT: "true"}}}
+        assert e2e.api.request("PATCH", namespace_path, label, content_type=merge).ok
+        admitted = eventually(lambda: e2e.api.create(over, dry_run=True), lambda r: r.status == 201)
+        assert admitted.status == 201 and not NEVER & rules(admitted), admitted
+        unlabel = {"metadata": {"labels": {KUEUE_OPT_OUT: None}}}
+        assert e2e.api.request("PATCH", namespace_path, unlabel, content_type=merge).ok
+        again = eventually(lambda: e2e.api.create(over, dry_run=True), lambda r: denied_for(r, "GG402"))
+        assert denied_for(again, "GG402"), again
+    finally:
+        for obj, plural in reversed(made):
+            where = ns if plural == "localqueues" else None
+            with contextlib.suppress(Exception):
+                e2e.api.request("DELETE", resource_path(KUEUE_API, plural, where, obj["metadata"]["name"]))
