@@ -7,7 +7,7 @@ the engine reports as GG002 (invalid-object).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -16,7 +16,7 @@ from policies import references, specfacts
 from policies.derived import derived_pods
 from policies.findings import ObjectRef
 from policies.kinds import COMMON_QUEUES, DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
-from policies.labelselectors import NAME_LABEL, Requirement, selects
+from policies.labelselectors import NAME_LABEL, requirements, selects
 from policies.memo import Scratch
 from policies.pointers import escape_pointer, join_pointer, unescape_pointer
 from policies.resources import pod_requests
@@ -230,29 +230,28 @@ class Workload:
             return True
         return self.spec.pytorch_if is not None and resolve(self.doc, self.spec.pytorch_if) is not MISSING
 
-    def kueue_reads_queue(self, frameworks: Collection[str],
-                          namespaces: tuple[Requirement, ...] = ()) -> bool | None:
-        """Whether Kueue reads this object's queue label: its kind's integration
-        (:attr:`KindSpec.kueue_framework`) is among ``frameworks`` (the policy's
-        ``queues.kueueFrameworks``, Kueue's ``integrations.frameworks``), its API version one
-        the integration handles, and its namespace one ``namespaces`` selects (the requirements of
-        ``queues.kueueManagedJobsNamespaceSelector``, Kueue's ``managedJobsNamespaceSelector``;
-        none: every namespace). Kueue ignores the label of any other object.
+    def kueue_reads_queue(self, queues: Mapping[str, Any]) -> bool | None:
+        """Whether Kueue reads this object's queue label, under the policy's ``queues`` section:
+        its kind's integration (:attr:`KindSpec.kueue_framework`) is among
+        ``kueueFrameworks`` (Kueue's ``integrations.frameworks``), its API version one the
+        integration handles, and its namespace one ``kueueManagedJobsNamespaceSelector`` selects
+        (Kueue's ``managedJobsNamespaceSelector``). Kueue ignores the label of any other object.
 
         None: it depends on labels of the namespace other than its name, which the object does
         not say (a cluster snapshot may). An object without a namespace is taken to be bound for
-        one Kueue manages, as ``excludeNamespaces`` takes it to be bound for one not excluded."""
+        one Kueue manages, as ``exclude.namespaces`` takes it to be bound for one not excluded."""
         spec = self.spec
-        if not spec.kueue_framework or spec.kueue_framework not in frameworks:
+        if not spec.kueue_framework or spec.kueue_framework not in queues["kueueFrameworks"]:
             return False
         if spec.kueue_versions:
             api_version = self.doc.get("apiVersion")
             if not isinstance(api_version, str) or api_version.rpartition("/")[2] not in spec.kueue_versions:
                 return False
         namespace = self.namespace
-        if not namespaces or namespace is None:
+        selector = queues["kueueManagedJobsNamespaceSelector"]
+        if not selector or namespace is None:
             return True
-        return selects(namespaces, {NAME_LABEL: namespace}, (NAME_LABEL,))
+        return selects(requirements(selector), {NAME_LABEL: namespace}, (NAME_LABEL,))
 
     def __str__(self) -> str:
         return str(self.ref)

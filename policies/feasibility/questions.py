@@ -438,11 +438,9 @@ def _scheduler_queues(workload: Workload,
         if not q.explicit or any(f.system == q.system for f in found):
             continue
         if q.system == "kueue":
-            options = policy.data["queues"]
-            namespaces = requirements(options["kueueManagedJobsNamespaceSelector"])
-            reads = workload.kueue_reads_queue(options["kueueFrameworks"], namespaces)
+            reads = workload.kueue_reads_queue(policy.data["queues"])
             if reads is None:
-                hangs_on = namespaces
+                hangs_on = requirements(policy.data["queues"]["kueueManagedJobsNamespaceSelector"])
             if reads is not False:
                 found.append(q)
         elif q.system == "kai" and (podless_kai or any(p.scheduler == KAI_SCHEDULER

@@ -52,7 +52,6 @@ import re
 from policies.context import Context, Sees
 from policies.findings import Problem, Severity, bounded_words, field_name, quoted_repr
 from policies.kinds import YUNIKORN_QUEUE_ANNOTATION, YUNIKORN_QUEUE_LABEL, YUNIKORN_SCHEDULER
-from policies.labelselectors import requirements
 from policies.names import DNS1123_SUBDOMAIN
 from policies.pointers import join_pointer
 from policies.workload import PodSet, Workload
@@ -83,7 +82,7 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
     for queue in workload.queues:
         if not queue.explicit or not queue.name or queue.system == "yunikorn":
             continue  # an empty name means "the default queue"; YuniKorn's are paths (below)
-        if queue.system == "kueue" and not _kueue_reads(workload, ctx):
+        if queue.system == "kueue" and not workload.kueue_reads_queue(ctx.policy.data["queues"]):
             continue  # a label Kueue ignores (its webhook too), or may
         if len(queue.name) > MAX_LENGTH:
             problems.append(Problem(f"{queue.system} queue name is {len(queue.name)} characters long, more "
@@ -99,12 +98,6 @@ def check(workload: Workload, ctx: Context) -> list[Problem]:
             problems.extend(_yunikorn_problems(workload))
             break
     return problems
-
-
-def _kueue_reads(workload: Workload, ctx: Context) -> bool | None:
-    queues = ctx.policy.data["queues"]
-    return workload.kueue_reads_queue(queues["kueueFrameworks"],
-                                      requirements(queues["kueueManagedJobsNamespaceSelector"]))
 
 
 def _is_subdomain(name: str) -> bool:
