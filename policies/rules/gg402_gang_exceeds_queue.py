@@ -140,7 +140,7 @@ KUEUE_NAMESPACES = Option(
                            "values": ["kube-system", "kueue-system"]}]},
     "The namespaces whose jobs Kueue manages: set it to Kueue's own `managedJobsNamespaceSelector` (a "
     "label selector; the default is Kueue's, with Kueue in `kueue-system`; null: every namespace). From "
-    "Kueue 0.15 (and for pods, Deployments, StatefulSets and LeaderWorkerSets in every release) Kueue "
+    "Kueue 0.15 (and for pods, Deployments and StatefulSets in every release that has the selector) Kueue "
     "ignores the queue label of an object in any other namespace, and so does gpugate: no Kueue verdict "
     "for it. A selector on labels other than the namespace's name is matched against the Namespaces of "
     "the cluster snapshot; a namespace the snapshot does not hold is judged with and without Kueue, "
