@@ -163,24 +163,28 @@ def _check_kueue_namespace(question: FitQuestion, snapshot: ClusterSnapshot, pol
     Namespace, asked both ways, and answered only where both answers agree."""
     namespace = question.namespace or ""
     managed = dataclasses.replace(question, kueue_namespaces=())
-    ignored = dataclasses.replace(managed, scheduler_queues=tuple(q for q in question.scheduler_queues
-                                                                  if q.system != "kueue"),
-                                  kueue_excluded=(), kueue_pods=(), kueue_topology=())
+
+    def ignored() -> FitQuestion:
+        return dataclasses.replace(managed, scheduler_queues=tuple(q for q in question.scheduler_queues
+                                                                   if q.system != "kueue"),
+                                   kueue_excluded=(), kueue_pods=(), kueue_topology=())
+
     labels = snapshot.topology.namespace_labels.get(namespace)
     if labels is not None:
-        chosen = managed if selects(question.kueue_namespaces, {**labels, NAME_LABEL: namespace}) else ignored
-        return check_cluster(chosen, snapshot, policy, deadline, memo=memo)
+        kueues = selects(question.kueue_namespaces, {**labels, NAME_LABEL: namespace})
+        return check_cluster(managed if kueues else ignored(), snapshot, policy, deadline, memo=memo)
     through = check_cluster(managed, snapshot, policy, deadline, memo=memo)
-    without = check_cluster(ignored, snapshot, policy, deadline, memo=memo)
-    queue = next(q for q in question.scheduler_queues if q.system == "kueue")
-    if through.verdict == without.verdict and through.cause != without.cause:
-        # the same verdict for reasons of each world's own: both said
-        through.message = (f"{through.message} (if Kueue manages namespace `{namespace}`; if not: "
-                           f"{without.message})")
-    if through.verdict == without.verdict or through.verdict == Verdict.UNKNOWN:
+    without = check_cluster(ignored(), snapshot, policy, deadline, memo=memo)
+    if through.verdict == without.verdict:
+        if through.cause != without.cause:  # the same verdict for reasons of each world's own: both said
+            through.message = (f"{through.message} (if Kueue manages namespace `{namespace}`; if not: "
+                               f"{without.message})")
+        return through
+    if through.verdict == Verdict.UNKNOWN:
         return through
     if without.verdict == Verdict.UNKNOWN:
         return without
+    queue = next(q for q in question.scheduler_queues if q.system == "kueue")
     return Outcome(snapshot.name, Verdict.UNKNOWN, Cause.KUEUE_NAMESPACE_UNKNOWN,
                    f"whether Kueue manages namespace `{namespace}` hangs on its labels "
                    f"(queues.kueueManagedJobsNamespaceSelector), and the cluster snapshot holds no such "

@@ -131,9 +131,9 @@ KUEUE_INTEGRATIONS = Option(
     "queues.kueueFrameworks", {"type": "array", "items": {"type": "string"}}, list(KUEUE_FRAMEWORKS),
     "The integrations Kueue runs: set it to Kueue's own `integrations.frameworks` (and "
     "`externalFrameworks`) when it runs fewer than these (older releases' manifests leave some out, "
-    "`pod`, `deployment`, `statefulset` and `leaderworkerset.x-k8s.io/leaderworkerset` among them). Kueue "
-    "ignores the "
-    "queue label of a kind whose integration is off, and so does gpugate: no Kueue verdict for it.")
+    "`pod`, `deployment`, `statefulset` and `leaderworkerset.x-k8s.io/leaderworkerset` among them). "
+    "Kueue ignores the queue label of a kind whose integration is off, and so does gpugate: no Kueue "
+    "verdict for it.")
 KUEUE_NAMESPACES = Option(
     "queues.kueueManagedJobsNamespaceSelector", {**SELECTOR_SCHEMA, "type": ["object", "null"]},
     {"matchExpressions": [{"key": NAME_LABEL, "operator": "NotIn",
