@@ -77,7 +77,7 @@ def kueue_objects() -> list[Obj]:
             return [{"name": GPU, "nominalQuota": nominal, "borrowingLimit": 2 * nominal,
                      "lendingLimit": nominal // 2}]
         objs.append({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{q}"},
-                     "spec": {"cohortName": f"team-{q // 5}", "resourceGroups": [
+                     "spec": {"cohortName": f"team-{q // 5}", "namespaceSelector": {}, "resourceGroups": [
                          {"coveredResources": ["cpu", "memory"], "flavors": [{"name": "cpu", "resources": [
                              {"name": "cpu", "nominalQuota": 2000},
                              {"name": "memory", "nominalQuota": "20Ti"}]}]},

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-__all__ = ["NAME_LABEL", "SELECTOR_SCHEMA", "Requirement", "holds", "requirements", "selects"]
+__all__ = ["NAME_LABEL", "SELECTOR_SCHEMA", "Requirement", "holds", "requirements", "selects", "valid"]
 
 # The label the API server sets on every Namespace: its name.
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -39,6 +39,13 @@ SELECTOR_SCHEMA: dict[str, Any] = {
 
 # (key, operator, values): matchLabels' ``key: value`` is (key, "In", (value,)).
 Requirement = tuple[str, str, tuple[str, ...]]
+
+
+def valid(selector: Any) -> bool:
+    """Whether ``selector`` is a LabelSelector the API server accepts (:data:`SELECTOR_SCHEMA`)."""
+    import jsonschema  # only where a selector is read from a cluster object, not on every lint
+
+    return bool(jsonschema.Draft202012Validator(SELECTOR_SCHEMA).is_valid(selector))
 
 
 def requirements(selector: Mapping[str, Any] | None) -> tuple[Requirement, ...]:

@@ -61,7 +61,10 @@ def cluster_queue(name: str, flavors: dict[str, list[Obj]], cohort: str | None =
                   version: str = KUEUE, **spec: Any) -> Obj:
     groups = [{"coveredResources": list(covered),
                "flavors": [{"name": f, "resources": r} for f, r in flavors.items()]}]
-    body: Obj = {"resourceGroups": groups, **spec}
+    # Kueue's docs' ClusterQueues admit every namespace ({}); namespaceSelector=None leaves it out
+    body: Obj = {"resourceGroups": groups, **{"namespaceSelector": {}, **spec}}
+    if body["namespaceSelector"] is None:
+        del body["namespaceSelector"]
     if cohort is not None:
         body["cohortName" if version.endswith("v1beta2") else "cohort"] = cohort
     found: Obj = {"apiVersion": version, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": body}
@@ -621,6 +624,86 @@ def test_namespaces_are_watched_objects_of_the_topology() -> None:
     assert set(topo.namespace_labels) == {"b"} and topo.counts()["Namespace"] == 1
     topo.apply("ADDED", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "c", "labels": "x"}})
     assert topo.namespace_labels["c"] == {}
+
+
+# -- which namespaces a ClusterQueue admits workloads from (its spec.namespaceSelector) ---------------
+
+def selecting(selector: Any, *extra: Obj) -> list[Obj]:
+    """A LocalQueue `team` in `ml` pointing at ClusterQueue cq-a (4 GPUs) whose namespaceSelector is
+    ``selector`` (None: none at all)."""
+    return [flavor("a100"), local_queue(),
+            cluster_queue("cq-a", {"a100": full(4)}, namespaceSelector=selector), *extra]
+
+
+def test_a_cluster_queue_without_a_namespace_selector_admits_nothing() -> None:
+    """Kueue reads a nil namespaceSelector as selecting no namespace: every workload is held
+    ("Workload namespace doesn't match ClusterQueue selector"), a wait (GG306), not a refusal; what
+    the quota can never admit is still never."""
+    found = findings(job(2), selecting(None))
+    assert list(found) == ["GG306"], found
+    assert found["GG306"] == [
+        "warning: ClusterQueue `cq-a` has no namespaceSelector, which selects no namespace: Kueue admits "
+        "nothing through it (`{}` selects all)"]
+    assert not findings(job(2), selecting({}))
+    assert list(findings(job(8), selecting(None))) == ["GG402"]
+
+
+@pytest.mark.parametrize("selector, labels, held", [
+    ({"matchLabels": {"kubernetes.io/metadata.name": "ml"}}, None, False),
+    ({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["prod"]}]},
+     None, True),                                   # the name alone decides: no Namespace needed
+    ({"matchLabels": {"tier": "research"}}, {"tier": "research"}, False),
+    ({"matchLabels": {"tier": "research"}}, {"tier": "prod"}, True),
+    ({"matchLabels": {"tier": "research"}}, {}, True),
+    ({"matchLabels": {"tier": "research"}}, None, False),    # labels not seen: nothing said
+    ({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, None, False),
+    ({"matchExpressions": [{"key": "tier", "operator": "Gt", "values": ["1"]}]}, {}, False),  # invalid
+    ("ml", {}, False),                                                                        # invalid
+])
+def test_a_cluster_queue_holds_workloads_of_namespaces_it_does_not_select(
+        selector: Any, labels: dict[str, str] | None, held: bool) -> None:
+    extra = [] if labels is None else [namespace("ml", **labels)]
+    found = findings(job(2), selecting(selector, *extra))
+    if held:
+        assert found == {"GG306": [
+            "warning: namespace `ml` not selected by ClusterQueue `cq-a`'s namespaceSelector: Kueue holds "
+            "the workload until its labels or the selector change"]}
+    else:
+        assert not found, found
+
+
+def test_a_namespace_relabelled_moves_the_answer_though_the_quota_answer_is_kept() -> None:
+    """The namespace's labels have no version: the hold is read on every review, outside the
+    outcome memo, so a label that comes (or goes) counts at once."""
+    policy = Policy()
+    cluster = snapshot([*gpu_nodes(), *selecting({"matchLabels": {"tier": "research"}}, namespace("ml"))],
+                       policy)
+
+    def gg306() -> list[str]:
+        found = feasibility_findings(run(job(2), [cluster], policy, in_a_minute()))
+        return found.get("GG306", [])
+
+    assert gg306()
+    cluster.topology.apply("MODIFIED", namespace("ml", tier="research"))
+    assert not gg306()
+    cluster.topology.apply("MODIFIED", namespace("ml"))
+    assert gg306()
+
+
+def test_a_cluster_queue_selector_reads_only_the_queue_the_workload_names() -> None:
+    """An UPDATE that keeps its queue (the workload is admitted already) and a manifest without a
+    namespace are not held; nor is a job whose LocalQueue points at another ClusterQueue."""
+    no_namespace = job(2)
+    del no_namespace["metadata"]["namespace"]
+    assert "GG306" not in findings(no_namespace, selecting(None))
+    other = [*selecting(None)[:1], local_queue(cq="cq-b"), cluster_queue("cq-a", {"a100": full(4)},
+                                                                         namespaceSelector=None),
+             cluster_queue("cq-b", {"a100": full(4)})]
+    assert not findings(job(2), other)
+    policy = Policy()
+    cluster = snapshot([*gpu_nodes(), *selecting(None)], policy)
+    update = evaluate(job(3), policy, [cluster], previous=job(2), deadline=in_a_minute())
+    assert not feasibility_findings(update), "its queue is kept: not judged again"
 
 
 # -- ResourceFlavors' nodes: which flavors Kueue tries, and whether their nodes hold the pods ------------

@@ -36,6 +36,7 @@ from .queues import (
     _queue_checks,
     _quota_checks,
     _scheduler_queue_checks,
+    kueue_namespace_hold,
     kueue_pinned_masks,
 )
 from .shares import shares_never
@@ -117,6 +118,20 @@ def check_cluster(question: FitQuestion, snapshot: ClusterSnapshot, policy: Poli
     the topology as it is now from the topology's memo (see :class:`OutcomeMemo`)."""
     if question.kueue_namespaces:
         return _check_kueue_namespace(question, snapshot, policy, deadline, memo)
+    out = _check_kept(question, snapshot, policy, deadline, memo)
+    if out.verdict is Verdict.FITS or (out.verdict is Verdict.WAITS and out.cause is not Cause.QUEUE_ABSENT):
+        # after the memo: it hangs on the namespace's labels, which have no version
+        held = kueue_namespace_hold(question.scheduler_queues, snapshot.topology, question.namespace,
+                                    question.queue_admitted)
+        if held is not None:
+            held.cluster = snapshot.name
+            return held
+    return out
+
+
+def _check_kept(question: FitQuestion, snapshot: ClusterSnapshot, policy: Policy,
+                deadline: float | None, memo: bool) -> Outcome:
+    """:func:`check_cluster`'s answer from what the cluster holds, kept in the topology's memo."""
     topo = snapshot.topology
 
     def tick() -> None:

@@ -13,12 +13,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from policies.labelselectors import NAME_LABEL, selects
 from policies.quantity import format_quantity
 from policies.topology import Topology
 from policies.workload import QueueRef
 
 from .capacity import _Set
-from .kueue import SetNeed, flavor_pinned_masks, kueue_checks
+from .kueue import SetNeed, _held, flavor_pinned_masks, kueue_checks
 from .outcomes import Cause, Outcome, Verdict, _fmt1
 
 
@@ -97,6 +98,35 @@ def _kueue_targets(ref: QueueRef, topo: Topology, namespace: str | None) -> set[
         target = topo.local_queues.get((namespace, ref.name))
         return set() if target is None else {target}
     return {cq for (_, name), cq in topo.local_queues.items() if name == ref.name}
+
+
+def kueue_namespace_hold(refs: tuple[QueueRef, ...], topo: Topology, namespace: str | None,
+                         admitted: bool = False) -> Outcome | None:
+    """Kueue holds a workload whose namespace the ClusterQueue its LocalQueue points at does not
+    select ("Workload namespace doesn't match ClusterQueue selector": kubernetes-sigs/kueue
+    ``workload.ValidateAdmissibility``) until the namespace's labels or the selector change, and
+    every workload of a ClusterQueue with no ``namespaceSelector`` (nil selects no namespace).
+    Judged from the namespace's labels where the snapshot holds the Namespace, else from its name
+    alone (a selector on other labels: nothing said). Namespace labels have no version: this is
+    read per review, outside the outcome memo."""
+    if namespace is None or admitted or not topo.local_queues:
+        return None
+    for ref in refs:
+        target = topo.local_queues.get((namespace, ref.name)) if ref.system == "kueue" else None
+        cq = topo.cluster_queues.get(target) if target else None
+        if cq is None:
+            continue
+        if cq.namespaces is None:
+            return _held(f"ClusterQueue `{cq.name}` has no namespaceSelector, which selects no namespace: "
+                         f"Kueue admits nothing through it (`{{}}` selects all)", ref.path,
+                         cluster_queue=cq.name, namespace=namespace)
+        labels = topo.namespace_labels.get(namespace)
+        known = None if labels is not None else (NAME_LABEL,)
+        if selects(cq.namespaces, {**(labels or {}), NAME_LABEL: namespace}, known) is False:
+            return _held(f"namespace `{namespace}` not selected by ClusterQueue `{cq.name}`'s "
+                         f"namespaceSelector: Kueue holds the workload until its labels or the selector "
+                         f"change", ref.path, cluster_queue=cq.name, namespace=namespace)
+    return None
 
 
 def kueue_pinned_masks(refs: tuple[QueueRef, ...], topo: Topology, namespace: str | None,

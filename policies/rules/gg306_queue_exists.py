@@ -20,7 +20,13 @@ LocalQueue (label `kueue.x-k8s.io/queue-name`, on a kind whose Kueue integration
 a KAI queue (label `kai.scheduler/queue`, for pods KAI schedules; a KAI PodGroup's
 `spec.queue`) that does not exist, is a **warning**: Kueue and KAI hold the workload until the
 queue is created. So is a LocalQueue whose ClusterQueue does not exist, is stopped
-(`stopPolicy`), or uses a ResourceFlavor that does not exist: Kueue holds the workload.
+(`stopPolicy`), or uses a ResourceFlavor that does not exist, and one whose ClusterQueue's
+`namespaceSelector` does not select the workload's namespace ("Workload namespace doesn't
+match ClusterQueue selector"): Kueue holds the workload. A ClusterQueue with no
+`namespaceSelector` at all selects no namespace (`namespaceSelector: {}` selects every one).
+The namespace's labels are read from the snapshot's Namespaces; a selector on labels of a
+namespace the snapshot does not hold says nothing. An update that keeps its queue is not
+judged again.
 
 ```yaml cluster
 apiVersion: v1
@@ -50,6 +56,24 @@ items:
   metadata: {name: team-archive}
   spec: {weight: 1, parent: root}
   status: {state: Closed}
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ResourceFlavor
+  metadata: {name: default}
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ClusterQueue
+  metadata: {name: research}
+  spec:   # no namespaceSelector: Kueue admits no namespace's workloads
+    resourceGroups:
+    - coveredResources: [cpu, memory]
+      flavors:
+      - name: default
+        resources:
+        - {name: cpu, nominalQuota: "16"}
+        - {name: memory, nominalQuota: 64Gi}
+- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: LocalQueue
+  metadata: {name: research, namespace: team-a}
+  spec: {clusterQueue: research}
 ```
 
 ```yaml pass
@@ -90,6 +114,24 @@ spec:
         - name: main
           image: busybox
           resources: {requests: {cpu: "2", memory: 4Gi}}
+```
+
+```yaml fail
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: etl
+  namespace: team-a
+  labels: {kueue.x-k8s.io/queue-name: research}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        resources: {requests: {cpu: "2", memory: 4Gi}}
 ```
 """
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.labelselectors import Requirement, requirements, valid
 from policies.topology.nodes import _key, _mapping, units_of
 
 __all__ = ["KueueQuota", "KueueResourceGroup", "KueueClusterQueue", "KueueCohort", "KueueFlavor",
@@ -45,6 +46,9 @@ class KueueClusterQueue:
     groups: tuple[KueueResourceGroup, ...]
     stopped: bool                       # stopPolicy Hold or HoldAndDrain: no new admissions
     usage: Mapping[tuple[str, str], int]    # (flavor, resource) -> reserved now (status)
+    # spec.namespaceSelector: the namespaces whose workloads it admits. None: no selector, which
+    # Kueue reads as selecting no namespace (`{}` selects every one).
+    namespaces: tuple[Requirement, ...] | None
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,15 @@ def _levels(spec: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _units(resource: str, value: Any) -> int | None:
     return units_of({resource: value}).get(resource)
+
+
+def _namespaces(spec: Mapping[str, Any]) -> tuple[Requirement, ...] | None:
+    """A ClusterQueue's ``spec.namespaceSelector`` (see :attr:`KueueClusterQueue.namespaces`). One
+    the API server would refuse selects every namespace here: nothing is judged from it."""
+    selector = spec.get("namespaceSelector")
+    if selector is None:
+        return None
+    return requirements(selector) if valid(selector) else ()
 
 
 def _groups(spec: Mapping[str, Any]) -> tuple[KueueResourceGroup, ...]:
@@ -194,7 +207,7 @@ class KueueObjects:
         stop = spec.get("stopPolicy")
         value = None if deleted else KueueClusterQueue(
             name, _text(spec.get("cohortName")) or _text(spec.get("cohort")), _groups(spec),
-            isinstance(stop, str) and stop != "None", _usage(status))
+            isinstance(stop, str) and stop != "None", _usage(status), _namespaces(spec))
         self._store(self.cluster_queues, obj, deleted, value)
 
     def _apply_cohort(self, obj: Mapping[str, Any], deleted: bool) -> None:

@@ -417,3 +417,43 @@ def test_kueue_verdicts_follow_the_namespaces_labels(crds: Session, namespace: s
             where = ns if plural == "localqueues" else None
             with contextlib.suppress(Exception):
                 e2e.api.request("DELETE", resource_path(KUEUE_API, plural, where, obj["metadata"]["name"]))
+
+
+def test_kueue_cluster_queue_namespace_selector_held(crds: Session, namespace: str) -> None:
+    """A ClusterQueue admits workloads only from the namespaces its namespaceSelector selects, and
+    from none without one (Kueue holds the others: a GG306 warning, admitted): the live view follows
+    the ClusterQueue's selector and the namespace's labels as they change."""
+    e2e, ns, group = crds, namespace, namespace
+    two_training_nodes(e2e, group)
+    made = kueue_queues(ns, f"ks-{namespace}"[:60], "team", gpus=4)
+    cluster_queue = made[1][0]
+    team_label = "e2e.gpugate.io/kueue-team"
+    cluster_queue["spec"]["namespaceSelector"] = {"matchLabels": {team_label: "yes"}}
+    for obj, plural in made:
+        where = ns if plural == "localqueues" else None
+        assert e2e.api.request("POST", resource_path(KUEUE_API, plural, where), obj).status == 201
+    merge = "application/merge-patch+json"
+    namespace_path = f"/api/v1/namespaces/{ns}"
+    cluster_queue_path = resource_path(KUEUE_API, "clusterqueues", None, cluster_queue["metadata"]["name"])
+
+    def held(response: Response) -> str:
+        return " ".join(w for w in response.warnings if "GG306" in w)
+
+    try:
+        within = pod(ns, "within", group, 4)
+        within["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team"
+        outside = eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: bool(held(r)))
+        assert outside.status == 201 and "not selected by ClusterQueue" in held(outside), outside
+        label = {"metadata": {"labels": {team_label: "yes"}}}
+        assert e2e.api.request("PATCH", namespace_path, label, content_type=merge).ok
+        selected = eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: not held(r))
+        assert selected.status == 201 and not held(selected) and not NEVER & rules(selected), selected
+        unset = {"spec": {"namespaceSelector": None}}
+        assert e2e.api.request("PATCH", cluster_queue_path, unset, content_type=merge).ok
+        nothing = eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: bool(held(r)))
+        assert nothing.status == 201 and "has no namespaceSelector" in held(nothing), nothing
+    finally:
+        for obj, plural in reversed(made):
+            where = ns if plural == "localqueues" else None
+            with contextlib.suppress(Exception):
+                e2e.api.request("DELETE", resource_path(KUEUE_API, plural, where, obj["metadata"]["name"]))
