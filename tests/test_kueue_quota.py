@@ -180,10 +180,34 @@ def test_waits_for_quota_held_by_admitted_workloads() -> None:
      "ClusterQueue `cq-a` is stopped"),
     ([flavor("h100"), local_queue(), cluster_queue("cq-a", {"a100": full(4)})],
      "ResourceFlavor `a100` does not exist"),
+    ([flavor("a100"), {**local_queue(), "spec": {"clusterQueue": "cq-a", "stopPolicy": "HoldAndDrain"}},
+      cluster_queue("cq-a", {"a100": full(4)})],
+     "Kueue LocalQueue `team` is stopped (stopPolicy)"),
 ])
 def test_kueue_holds_the_workload(objects: list[Obj], says: str) -> None:
     found = findings(job(1), objects)
     assert "GG402" not in found and any(says in m for m in found["GG306"])
+
+
+def test_a_local_queue_stopped_and_resumed_moves_the_answer() -> None:
+    """A LocalQueue's stopPolicy is versioned like the rest of it: resumed (None), or deleted on a
+    relist, it holds nothing any more; a quota it can never grant is never all the same."""
+    policy = Policy()
+    stopped = {**local_queue(), "spec": {"clusterQueue": "cq-a", "stopPolicy": "Hold"}}
+    objects = [*gpu_nodes(), flavor("a100"), stopped, cluster_queue("cq-a", {"a100": full(4)})]
+    cluster = snapshot(objects, policy)
+
+    def found(gpus: int) -> dict[str, list[str]]:
+        return feasibility_findings(run(job(gpus), [cluster], policy, in_a_minute()))
+
+    assert list(found(2)) == ["GG306"] and list(found(8)) == ["GG402"]
+    cluster.topology.apply("MODIFIED", {**stopped, "spec": {"clusterQueue": "cq-a", "stopPolicy": "None"}})
+    assert not found(2)
+    cluster.topology.apply("MODIFIED", stopped)
+    assert list(found(2)) == ["GG306"]
+    cluster.topology.replace_all("LocalQueue", [local_queue(name="other")])
+    assert cluster.topology.stopped_local_queues == set()
+    assert any("`team` does not exist" in m for m in found(2)["GG306"])
 
 
 def test_v1beta2_field_names_and_cycles() -> None:

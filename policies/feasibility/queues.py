@@ -150,7 +150,8 @@ def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Ma
     ancestor's) is below the gang's minimum, or the Kueue ClusterQueue can never admit it
     (:mod:`policies.feasibility.kueue`; ``sets``: each pod set's minimum need); waits when the
     queue named does not exist yet (Kueue and KAI hold the workload until it is created; judged
-    only where the snapshot shows queues of that system at all) or for Kueue quota.
+    only where the snapshot shows queues of that system at all), when the Kueue LocalQueue is
+    stopped (``stopPolicy``: "LocalQueue X is stopped"), or for Kueue quota.
     ``admitted``: an UPDATE that keeps its queue: the queue's existence is not judged again;
     ``autoscaling``: nodes may come (Kueue's flavors' nodes are not judged); ``kueue_need``: what
     Kueue's quota is asked, when it admits more than the gang minimum (default: ``need``)."""
@@ -165,6 +166,9 @@ def _scheduler_queue_checks(refs: tuple[QueueRef, ...], topo: Topology, need: Ma
                                      kueue_excluded, admitted, autoscaling)
                 if found is not None and found.verdict == Verdict.NEVER:
                     return found
+                if (namespace, ref.name) in topo.stopped_local_queues and not admitted and waits is None:
+                    waits = _held(f"Kueue LocalQueue `{ref.name}` is stopped (stopPolicy): Kueue admits "
+                                  f"nothing through it until it is resumed", ref.path, queue=ref.name)
                 if found is not None and waits is None:
                     waits = found
             if not known and waits is None and not admitted:

@@ -173,6 +173,7 @@ class Topology(NamedObjects, DeviceObjects):
         nodes_first = sorted(items, key=lambda o: o.get("kind") == "Pod")
         for obj in nodes_first:
             self.apply("MODIFIED", obj)
+
     def state_versions(self, label_keys: Iterable[str] = ()) -> tuple[int, ...]:
         """Every version counter of the snapshot, labels only for ``label_keys``: what an
         answer computed from all the snapshot holds depends on. Every mutation path moves

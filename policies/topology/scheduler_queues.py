@@ -37,6 +37,8 @@ class SchedulerQueues(QueuesAndHypernodes, KueueObjects):
         super().__init__(policy, memo)
         # (namespace, name) -> the ClusterQueue it points at
         self.local_queues: dict[tuple[str, str], str] = {}
+        # LocalQueues whose stopPolicy is Hold or HoldAndDrain: Kueue admits nothing through them
+        self.stopped_local_queues: set[tuple[str, str]] = set()
         self.kai_queues: dict[str, KaiQueueInfo] = {}
         # namespace -> its labels. Read per review, never by a kept answer: no version of its own.
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
@@ -57,14 +59,21 @@ class SchedulerQueues(QueuesAndHypernodes, KueueObjects):
         if not key[1]:
             return
         if deleted:
+            self.stopped_local_queues.discard(key)
             if self.local_queues.pop(key, None) is not None:
                 self.queue_version += 1
             return
-        cluster_queue = _mapping(obj.get("spec")).get("clusterQueue")
+        spec = _mapping(obj.get("spec"))
+        cluster_queue, stop = spec.get("clusterQueue"), spec.get("stopPolicy")
         value = cluster_queue if isinstance(cluster_queue, str) else ""
-        if self.local_queues.get(key) != value:
+        stopped = isinstance(stop, str) and stop != "None"
+        if self.local_queues.get(key) != value or (key in self.stopped_local_queues) != stopped:
             self.queue_version += 1
         self.local_queues[key] = value
+        if stopped:
+            self.stopped_local_queues.add(key)
+        else:
+            self.stopped_local_queues.discard(key)
 
     def _apply_kai_queue(self, obj: Mapping[str, Any], deleted: bool) -> None:
         _, name = _key(obj)

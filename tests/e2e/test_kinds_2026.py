@@ -422,7 +422,8 @@ def test_kueue_verdicts_follow_the_namespaces_labels(crds: Session, namespace: s
 def test_kueue_cluster_queue_namespace_selector_held(crds: Session, namespace: str) -> None:
     """A ClusterQueue admits workloads only from the namespaces its namespaceSelector selects, and
     from none without one (Kueue holds the others: a GG306 warning, admitted): the live view follows
-    the ClusterQueue's selector and the namespace's labels as they change."""
+    the ClusterQueue's selector and the namespace's labels as they change; so it does a LocalQueue
+    stopped by its stopPolicy."""
     e2e, ns, group = crds, namespace, namespace
     two_training_nodes(e2e, group)
     made = kueue_queues(ns, f"ks-{namespace}"[:60], "team", gpus=4)
@@ -452,6 +453,14 @@ def test_kueue_cluster_queue_namespace_selector_held(crds: Session, namespace: s
         assert e2e.api.request("PATCH", cluster_queue_path, unset, content_type=merge).ok
         nothing = eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: bool(held(r)))
         assert nothing.status == 201 and "has no namespaceSelector" in held(nothing), nothing
+        every = {"spec": {"namespaceSelector": {}}}
+        assert e2e.api.request("PATCH", cluster_queue_path, every, content_type=merge).ok
+        assert not held(eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: not held(r)))
+        local_queue_path = resource_path(KUEUE_API, "localqueues", ns, "team")
+        stop = {"spec": {"stopPolicy": "Hold"}}
+        assert e2e.api.request("PATCH", local_queue_path, stop, content_type=merge).ok
+        stopped = eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: bool(held(r)))
+        assert stopped.status == 201 and "LocalQueue `team` is stopped" in held(stopped), stopped
     finally:
         for obj, plural in reversed(made):
             where = ns if plural == "localqueues" else None
