@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-__all__ = ["NAME_LABEL", "SELECTOR_SCHEMA", "Requirement", "holds", "requirements", "selects", "valid"]
+__all__ = ["NAME_LABEL", "SELECTOR_SCHEMA", "Requirement", "holds", "read_selector", "requirements",
+           "selects"]
 
 # The label the API server sets on every Namespace: its name.
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -41,11 +42,29 @@ SELECTOR_SCHEMA: dict[str, Any] = {
 Requirement = tuple[str, str, tuple[str, ...]]
 
 
-def valid(selector: Any) -> bool:
-    """Whether ``selector`` is a LabelSelector the API server accepts (:data:`SELECTOR_SCHEMA`)."""
-    import jsonschema  # only where a selector is read from a cluster object, not on every lint
-
-    return bool(jsonschema.Draft202012Validator(SELECTOR_SCHEMA).is_valid(selector))
+def read_selector(selector: Any) -> tuple[Requirement, ...] | None:
+    """The requirements of a LabelSelector read from a cluster object (a snapshot file may hold
+    anything); None for one :data:`SELECTOR_SCHEMA` refuses, as the API server would: the caller
+    judges nothing from it. Plain Python: a snapshot is read without loading jsonschema."""
+    if not isinstance(selector, Mapping) or not set(selector) <= {"matchLabels", "matchExpressions"}:
+        return None
+    labels, expressions = selector.get("matchLabels", {}), selector.get("matchExpressions", [])
+    if not isinstance(labels, Mapping) or not isinstance(expressions, list):
+        return None
+    if not all(isinstance(value, str) for value in labels.values()):
+        return None
+    for expression in expressions:
+        if not isinstance(expression, Mapping) or not set(expression) <= {"key", "operator", "values"}:
+            return None
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values")
+        if not isinstance(key, str) or not key or operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return None
+        strings = isinstance(values, list) and all(isinstance(v, str) for v in values)
+        if "values" in expression and not strings:
+            return None
+        if bool(values) != (operator in ("In", "NotIn")):  # In and NotIn need values, the others take none
+            return None
+    return requirements(selector)
 
 
 def requirements(selector: Mapping[str, Any] | None) -> tuple[Requirement, ...]:

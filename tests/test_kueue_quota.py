@@ -10,8 +10,11 @@ import random
 import time
 from typing import Any
 
+import jsonschema
 import pytest
 from feasibility_helpers import USAGE, feasibility_findings, node, pod, question_of, run, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.config import Policy, PolicyError, policy_from_data
 from policies.engine import evaluate
@@ -19,7 +22,7 @@ from policies.feasibility import FitQuestion, check
 from policies.feasibility.kueue import _tree
 from policies.feasibility.outcomes import Cause, Outcome, Verdict
 from policies.kinds import KINDS, KUEUE_FRAMEWORKS
-from policies.labelselectors import holds, requirements, selects
+from policies.labelselectors import SELECTOR_SCHEMA, holds, read_selector, requirements, selects
 from policies.topology import Topology
 
 Obj = dict[str, Any]
@@ -657,6 +660,40 @@ def selecting(selector: Any, *extra: Obj) -> list[Obj]:
     ``selector`` (None: none at all)."""
     return [flavor("a100"), local_queue(),
             cluster_queue("cq-a", {"a100": full(4)}, namespaceSelector=selector), *extra]
+
+
+# Selector-like objects, valid and not: what a hand-written snapshot may hold.
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["", "a", "In", "x"]))
+_VALUES = st.one_of(_SCALARS, st.lists(st.one_of(st.sampled_from(["1", "2"]), _SCALARS), max_size=3))
+_EXPRESSION = st.one_of(_SCALARS, st.dictionaries(
+    st.sampled_from(["key", "operator", "values", "extra"]),
+    st.one_of(st.sampled_from(["a", "b", "", "In", "NotIn", "Exists", "DoesNotExist", "Gt"]), _VALUES),
+    max_size=4))
+_KEYS = st.sampled_from(["a", "b"])
+_WELL_FORMED = st.one_of(
+    st.fixed_dictionaries({"key": _KEYS, "operator": st.sampled_from(["In", "NotIn"]),
+                           "values": st.lists(st.sampled_from(["1", "2"]), min_size=1, max_size=2)}),
+    st.fixed_dictionaries({"key": _KEYS, "operator": st.sampled_from(["Exists", "DoesNotExist"])},
+                          optional={"values": st.just([])}))
+_EXPRESSION = st.one_of(_WELL_FORMED, _EXPRESSION)
+_SELECTOR = st.one_of(_SCALARS, st.dictionaries(
+    st.sampled_from(["matchLabels", "matchExpressions", "matchNames"]),
+    st.one_of(_SCALARS, st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(_SCALARS, st.just("1")),
+                                        max_size=2),
+              st.lists(_EXPRESSION, max_size=3), st.lists(_WELL_FORMED, min_size=1, max_size=2)),
+    max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_SELECTOR)
+def test_a_selector_read_from_a_cluster_object_is_valid_as_the_policy_schema_says(selector: Any) -> None:
+    """The snapshot's reader (plain Python) and the policy's schema (jsonschema) agree on which
+    selectors the API server accepts, and a valid one reads as :func:`requirements` reads it."""
+    valid = jsonschema.Draft202012Validator(SELECTOR_SCHEMA).is_valid(selector)
+    read = read_selector(selector)
+    assert (read is not None) == valid, (selector, read)
+    if valid:
+        assert read == requirements(selector)
 
 
 def test_a_cluster_queue_without_a_namespace_selector_admits_nothing() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from policies.labelselectors import Requirement, requirements, valid
+from policies.labelselectors import Requirement, read_selector
 from policies.topology.nodes import _key, _mapping, units_of
 
 __all__ = ["KueueQuota", "KueueResourceGroup", "KueueClusterQueue", "KueueCohort", "KueueFlavor",
@@ -97,7 +97,8 @@ def _namespaces(spec: Mapping[str, Any]) -> tuple[Requirement, ...] | None:
     selector = spec.get("namespaceSelector")
     if selector is None:
         return None
-    return requirements(selector) if valid(selector) else ()
+    read = read_selector(selector)
+    return () if read is None else read
 
 
 def _groups(spec: Mapping[str, Any]) -> tuple[KueueResourceGroup, ...]:
