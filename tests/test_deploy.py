@@ -38,6 +38,7 @@ TOPOLOGY_RESOURCES = {("", "nodes"), ("", "pods"), ("", "namespaces"), ("schedul
                       ("scheduling.sigs.k8s.io", "elasticquotatrees"), ("kueue.x-k8s.io", "localqueues"),
                       ("kueue.x-k8s.io", "clusterqueues"), ("kueue.x-k8s.io", "cohorts"),
                       ("kueue.x-k8s.io", "resourceflavors"), ("kueue.x-k8s.io", "topologies"),
+                      ("kueue.x-k8s.io", "admissionchecks"),
                       ("scheduling.run.ai", "queues"), ("trainer.kubeflow.org", "trainingruntimes"),
                       ("trainer.kubeflow.org", "clustertrainingruntimes"), ("scheduling.k8s.io", "workloads"),
                       ("scheduling.k8s.io", "podgroups"), ("resource.k8s.io", "deviceclasses"),

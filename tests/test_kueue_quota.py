@@ -192,6 +192,38 @@ def test_kueue_holds_the_workload(objects: list[Obj], says: str) -> None:
     assert "GG402" not in found and any(says in m for m in found["GG306"])
 
 
+def admission_check(name: str, active: str | None = "True") -> Obj:
+    found: Obj = {"apiVersion": KUEUE, "kind": "AdmissionCheck", "metadata": {"name": name},
+                  "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}}
+    if active is not None:
+        found["status"] = {"conditions": [{"type": "Active", "status": active, "reason": "Active"}]}
+    return found
+
+
+@pytest.mark.parametrize("checks, spec, says", [
+    ([admission_check("other")], {"admissionChecks": ["prov"]}, "AdmissionCheck `prov` does not exist"),
+    ([admission_check("prov", None)], {"admissionChecks": ["prov"]}, "AdmissionCheck `prov` is not active"),
+    ([admission_check("prov", "False")], {"admissionChecksStrategy": {"admissionChecks": [
+        {"name": "prov", "onFlavors": ["a100"]}]}}, "AdmissionCheck `prov` is not active"),
+    ([admission_check("prov")], {"admissionChecks": ["prov"]}, None),
+    ([], {"admissionChecks": ["prov"]}, None),          # the snapshot holds no AdmissionChecks: not judged
+])
+def test_admission_checks_a_cluster_queue_names_must_exist_and_be_active(
+        checks: list[Obj], spec: Obj, says: str | None) -> None:
+    """Kueue holds a ClusterQueue inactive ("references missing AdmissionCheck(s)", "references
+    inactive AdmissionCheck(s)") while an AdmissionCheck it names is missing or its controller has
+    not set it Active: every workload waits (GG306); the quota's nevers still stand."""
+    objects = [flavor("a100"), local_queue(), cluster_queue("cq-a", {"a100": full(4)}, **spec), *checks]
+    found = findings(job(2), objects)
+    if says is None:
+        assert not found, found
+    else:
+        assert list(found) == ["GG306"] and found["GG306"] == [
+            f"warning: ClusterQueue `cq-a` is inactive: {says}: Kueue admits nothing through it until that "
+            f"changes"]
+        assert list(findings(job(8), objects)) == ["GG402"]
+
+
 def test_a_local_queue_stopped_and_resumed_moves_the_answer() -> None:
     """A LocalQueue's stopPolicy is versioned like the rest of it: resumed (None), or deleted on a
     relist, it holds nothing any more; a quota it can never grant is never all the same."""

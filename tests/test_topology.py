@@ -51,6 +51,7 @@ def test_from_objects_in_scheduler_units() -> None:
         "Cohort": 0,
         "ResourceFlavor": 0,
         "KueueTopology": 0,
+        "AdmissionCheck": 0,
         "TrainingRuntime": 0,
         "ClusterTrainingRuntime": 0,
         "Workload": 0,

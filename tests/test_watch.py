@@ -134,7 +134,8 @@ def test_initial_sync_converges_and_drops_finished_pods(server: FakeApiServer) -
         counts = live.view()["counts"]
         assert counts == {"Node": 6, "Pod": 2, "Namespace": 0, "Queue": 2, "PodGroup": 1, "HyperNode": 1,
                           "ElasticQuotaTree": 0, "LocalQueue": 0, "KAIQueue": 0, "ClusterQueue": 0,
-                          "Cohort": 0, "ResourceFlavor": 0, "KueueTopology": 0, "TrainingRuntime": 0,
+                          "Cohort": 0, "ResourceFlavor": 0, "KueueTopology": 0, "AdmissionCheck": 0,
+                          "TrainingRuntime": 0,
                           "ClusterTrainingRuntime": 0,
                           "Workload": 0, "WorkloadAPIPodGroup": 0, "DeviceClass": 0, "ResourceSlice": 0,
                           "ResourceClaim": 0, "ResourceClaimTemplate": 0}

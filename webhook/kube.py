@@ -101,6 +101,9 @@ RESOURCES: tuple[Resource, ...] = (
     # Topology Aware Scheduling's levels (v1alpha1 before Kueue 0.14)
     Resource("Topology", "kueue.x-k8s.io", "v1beta2", "topologies", optional=True, name="KueueTopology",
              older_versions=("v1beta1", "v1alpha1")),
+    # a ClusterQueue naming one missing or not active admits nothing
+    Resource("AdmissionCheck", "kueue.x-k8s.io", "v1beta2", "admissionchecks", optional=True,
+             older_versions=("v1beta1",)),
     Resource("Queue", "scheduling.run.ai", "v2", "queues", optional=True, name="KAIQueue"),
     # what a TrainJob names: judged with its runtime's pods
     Resource("TrainingRuntime", "trainer.kubeflow.org", "v1alpha1", "trainingruntimes", optional=True),

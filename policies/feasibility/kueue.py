@@ -11,8 +11,10 @@ workload, as Kueue's flavor assigner decides it (kubernetes-sigs/kueue
   ever hold, or a workload whose total of a resource exceeds all flavors together: never.
 - Otherwise, when no flavor has the room now (the quota reserved by admitted workloads, from
   the ClusterQueue's status, and the cohort's), the workload waits for quota.
-- A LocalQueue pointing at a ClusterQueue that does not exist, a stopped ClusterQueue, or one
-  whose ResourceFlavor does not exist: Kueue holds the workload (a wait).
+- A LocalQueue pointing at a ClusterQueue that does not exist, or one Kueue holds inactive
+  (stopped, naming a ResourceFlavor or AdmissionCheck that does not exist, or an AdmissionCheck
+  not active: :meth:`policies.topology.kueue.KueueObjects.inactive`): Kueue holds the workload
+  (a wait).
 
 Only a pod set's *candidate* flavors count, as in Kueue's ``checkFlavorForPodSets``: a flavor
 whose ``nodeTaints`` (NoSchedule, NoExecute) the pod's tolerations plus the flavor's own do not
@@ -529,15 +531,10 @@ def kueue_checks(local_queue: str, name: str, topo: Topology, need: Mapping[str,
                 return found
     if admitted:
         return None
-    if cq.stopped:
-        return _held(f"ClusterQueue `{name}` is stopped (stopPolicy): Kueue admits nothing through it "
-                     f"until it is resumed", path, cluster_queue=name)
-    if topo.resource_flavors:
-        missing = sorted({f for g in cq.groups for f, _ in g.flavors} - set(topo.resource_flavors))
-        if missing:
-            return _held(f"ClusterQueue `{name}` is inactive: ResourceFlavor `{missing[0]}` does not exist; "
-                         f"Kueue holds the workload until it is created", path,
-                         cluster_queue=name, flavor=missing[0])
+    inactive = topo.inactive(cq)
+    if inactive is not None:
+        return _held(f"ClusterQueue `{name}` {inactive}: Kueue admits nothing through it until that changes",
+                     path, cluster_queue=name, inactive=inactive)
     for s, groups in zip(sets, tried, strict=True):
         short = _set_waits(tree, node, s, groups, counted)
         if short is not None:

@@ -20,7 +20,8 @@ LocalQueue (label `kueue.x-k8s.io/queue-name`, on a kind whose Kueue integration
 a KAI queue (label `kai.scheduler/queue`, for pods KAI schedules; a KAI PodGroup's
 `spec.queue`) that does not exist, is a **warning**: Kueue and KAI hold the workload until the
 queue is created. So is a LocalQueue that is stopped (its `stopPolicy`), one whose ClusterQueue
-does not exist, is stopped, or uses a ResourceFlavor that does not exist, and one whose ClusterQueue's
+does not exist, is stopped, uses a ResourceFlavor that does not exist, or names an AdmissionCheck
+that does not exist or that its controller has not set `Active`, and one whose ClusterQueue's
 `namespaceSelector` does not select the workload's namespace ("Workload namespace doesn't
 match ClusterQueue selector"): Kueue holds the workload. A ClusterQueue with no
 `namespaceSelector` at all selects no namespace (`namespaceSelector: {}` selects every one).

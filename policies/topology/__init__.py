@@ -58,6 +58,7 @@ WATCHED: dict[tuple[str, str], str] = {
     ("kueue.x-k8s.io", "LocalQueue"): "LocalQueue",
     ("kueue.x-k8s.io", "ClusterQueue"): "ClusterQueue", ("kueue.x-k8s.io", "Cohort"): "Cohort",
     ("kueue.x-k8s.io", "ResourceFlavor"): "ResourceFlavor", ("kueue.x-k8s.io", "Topology"): "KueueTopology",
+    ("kueue.x-k8s.io", "AdmissionCheck"): "AdmissionCheck",
     ("scheduling.run.ai", "Queue"): "KAIQueue",
     ("trainer.kubeflow.org", "TrainingRuntime"): "TrainingRuntime",
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "ClusterTrainingRuntime",
@@ -93,6 +94,7 @@ class Topology(NamedObjects, DeviceObjects):
                           "ClusterQueue": cls._apply_cluster_queue, "Cohort": cls._apply_cohort,
                           "ResourceFlavor": cls._apply_resource_flavor,
                           "KueueTopology": cls._apply_kueue_topology,
+                          "AdmissionCheck": cls._apply_admission_check,
                           "DeviceClass": cls._apply_device_class, "ResourceSlice": cls._apply_resource_slice,
                           "ResourceClaim": cls._apply_resource_claim,
                           "ResourceClaimTemplate": cls._apply_claim_template,
@@ -114,7 +116,8 @@ class Topology(NamedObjects, DeviceObjects):
                 "PodGroup": self.podgroups, "HyperNode": self.hypernodes,
                 "ElasticQuotaTree": self.quota_trees, "LocalQueue": self.local_queues,
                 "KAIQueue": self.kai_queues, "ClusterQueue": self.cluster_queues, "Cohort": self.cohorts,
-                "ResourceFlavor": self.resource_flavors, "KueueTopology": self.kueue_topologies, **self.named,
+                "ResourceFlavor": self.resource_flavors, "KueueTopology": self.kueue_topologies,
+                "AdmissionCheck": self.admission_checks, **self.named,
                 **self._device_stores()}
 
     # -- construction ---------------------------------------------------------------
@@ -132,15 +135,8 @@ class Topology(NamedObjects, DeviceObjects):
         return topo
 
     def counts(self) -> dict[str, int]:
-        return {"Node": len(self.node_index), "Pod": len(self._pods), "Namespace": len(self.namespace_labels),
-                "Queue": len(self.queues),
-                "PodGroup": len(self.podgroups), "HyperNode": len(self.hypernodes),
-                "ElasticQuotaTree": len(self.quota_trees), "LocalQueue": len(self.local_queues),
-                "KAIQueue": len(self.kai_queues), "ClusterQueue": len(self.cluster_queues),
-                "Cohort": len(self.cohorts), "ResourceFlavor": len(self.resource_flavors),
-                "KueueTopology": len(self.kueue_topologies),
-                **{name: len(store) for name, store in self.named.items()},
-                **{name: len(store) for name, store in self._device_stores().items()}}
+        """Per watched kind, the objects held."""
+        return {name: len(store) for name, store in self._stores().items()}
 
     def apply(self, event: str, obj: dict[str, Any]) -> None:
         """One watch event. Unknown kinds and malformed objects are ignored."""

@@ -2,7 +2,8 @@
 nominal quotas, borrowing and lending limits, their cohort, whether they are stopped, and the
 quota their admitted workloads reserve), Cohorts (a parent and quotas of their own),
 ResourceFlavors (the node labels, taints and tolerations that tie a flavor to nodes, and the
-Topology it is placed by) and Topologies (their levels' node labels). Read from ``v1beta2`` and
+Topology it is placed by), Topologies (their levels' node labels) and AdmissionChecks (whether
+their controller says they are active). Read from ``v1beta2`` and
 ``v1beta1`` (``spec.cohortName`` or ``spec.cohort``; a Cohort's ``spec.parentName`` or,
 ``v1alpha1``, ``spec.parent``; Topologies from ``v1alpha1`` too).
 
@@ -49,6 +50,8 @@ class KueueClusterQueue:
     # spec.namespaceSelector: the namespaces whose workloads it admits. None: no selector, which
     # Kueue reads as selecting no namespace (`{}` selects every one).
     namespaces: tuple[Requirement, ...] | None
+    # the AdmissionChecks it names (spec.admissionChecks, or admissionChecksStrategy's rules)
+    checks: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,25 @@ def _namespaces(spec: Mapping[str, Any]) -> tuple[Requirement, ...] | None:
         return None
     read = read_selector(selector)
     return () if read is None else read
+
+
+def _checks(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The AdmissionChecks a ClusterQueue names: ``spec.admissionChecks`` (v1beta1) and the names of
+    ``spec.admissionChecksStrategy.admissionChecks`` (whatever flavors a rule is for: Kueue holds
+    the whole ClusterQueue inactive for any of them)."""
+    named = spec.get("admissionChecks")
+    rules = _mapping(spec.get("admissionChecksStrategy")).get("admissionChecks")
+    found: list[Any] = list(named) if isinstance(named, list) else []
+    found += [_mapping(r).get("name") for r in rules] if isinstance(rules, list) else []
+    return tuple(sorted({c for c in found if isinstance(c, str) and c}))
+
+
+def _active(status: Mapping[str, Any]) -> bool:
+    """Whether an AdmissionCheck's controller says it is active (its ``Active`` condition is
+    ``True``): Kueue holds a ClusterQueue naming one that is not (or has no such condition yet)."""
+    conditions = status.get("conditions")
+    return any(_mapping(c).get("type") == "Active" and _mapping(c).get("status") == "True"
+               for c in (conditions if isinstance(conditions, list) else ()))
 
 
 def _groups(spec: Mapping[str, Any]) -> tuple[KueueResourceGroup, ...]:
@@ -172,6 +194,7 @@ class KueueObjects:
         self.cohorts: dict[str, KueueCohort] = {}
         self.resource_flavors: dict[str, KueueFlavor] = {}
         self.kueue_topologies: dict[str, tuple[str, ...]] = {}   # Topology -> its levels' node labels
+        self.admission_checks: dict[str, bool] = {}     # AdmissionCheck -> whether it is active
         self._kueue_keys: tuple[int, tuple[str, ...]] | None = None  # (queue_version, kueue_label_keys())
 
     def label_domains(self, key: str) -> np.ndarray:
@@ -208,7 +231,7 @@ class KueueObjects:
         stop = spec.get("stopPolicy")
         value = None if deleted else KueueClusterQueue(
             name, _text(spec.get("cohortName")) or _text(spec.get("cohort")), _groups(spec),
-            isinstance(stop, str) and stop != "None", _usage(status), _namespaces(spec))
+            isinstance(stop, str) and stop != "None", _usage(status), _namespaces(spec), _checks(spec))
         self._store(self.cluster_queues, obj, deleted, value)
 
     def _apply_cohort(self, obj: Mapping[str, Any], deleted: bool) -> None:
@@ -225,3 +248,27 @@ class KueueObjects:
     def _apply_kueue_topology(self, obj: Mapping[str, Any], deleted: bool) -> None:
         spec = _mapping(obj.get("spec"))
         self._store(self.kueue_topologies, obj, deleted, None if deleted else _levels(spec))
+
+    def _apply_admission_check(self, obj: Mapping[str, Any], deleted: bool) -> None:
+        status = _mapping(obj.get("status"))
+        self._store(self.admission_checks, obj, deleted, None if deleted else _active(status))
+
+    def inactive(self, cq: KueueClusterQueue) -> str | None:
+        """Why Kueue holds ClusterQueue ``cq`` inactive, admitting nothing (its cache's
+        ``inactiveReason``), or None: stopped, or naming a ResourceFlavor or an AdmissionCheck that
+        does not exist, or one whose controller does not say it is active. What does not exist is
+        judged only where the snapshot holds objects of that kind at all."""
+        if cq.stopped:
+            return "is stopped (stopPolicy)"
+        if self.resource_flavors:
+            missing = sorted({f for g in cq.groups for f, _ in g.flavors} - set(self.resource_flavors))
+            if missing:
+                return f"is inactive: ResourceFlavor `{missing[0]}` does not exist"
+        if self.admission_checks:
+            for check in cq.checks:
+                active = self.admission_checks.get(check)
+                if active is None:
+                    return f"is inactive: AdmissionCheck `{check}` does not exist"
+                if not active:
+                    return f"is inactive: AdmissionCheck `{check}` is not active"
+        return None

@@ -423,7 +423,7 @@ def test_kueue_cluster_queue_namespace_selector_held(crds: Session, namespace: s
     """A ClusterQueue admits workloads only from the namespaces its namespaceSelector selects, and
     from none without one (Kueue holds the others: a GG306 warning, admitted): the live view follows
     the ClusterQueue's selector and the namespace's labels as they change; so it does a LocalQueue
-    stopped by its stopPolicy."""
+    stopped by its stopPolicy, and an AdmissionCheck the ClusterQueue names until it is Active."""
     e2e, ns, group = crds, namespace, namespace
     two_training_nodes(e2e, group)
     made = kueue_queues(ns, f"ks-{namespace}"[:60], "team", gpus=4)
@@ -461,6 +461,25 @@ def test_kueue_cluster_queue_namespace_selector_held(crds: Session, namespace: s
         assert e2e.api.request("PATCH", local_queue_path, stop, content_type=merge).ok
         stopped = eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: bool(held(r)))
         assert stopped.status == 201 and "LocalQueue `team` is stopped" in held(stopped), stopped
+        resume = {"spec": {"stopPolicy": "None"}}
+        assert e2e.api.request("PATCH", local_queue_path, resume, content_type=merge).ok
+        # an AdmissionCheck its controller has not set Active holds the whole ClusterQueue
+        check = {"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": f"ac-{ns}"[:60]},
+                 "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}}
+        made.append((check, "admissionchecks"))
+        assert e2e.api.request("POST", resource_path(KUEUE_API, "admissionchecks", None), check).status == 201
+        # admissionChecksStrategy: the form both API versions hold (no conversion webhook here)
+        rule = {"name": check["metadata"]["name"]}
+        names = {"spec": {"admissionChecksStrategy": {"admissionChecks": [rule]}}}
+        assert e2e.api.request("PATCH", cluster_queue_path, names, content_type=merge).ok
+        inactive = eventually(lambda: e2e.api.create(within, dry_run=True),
+                              lambda r: "is not active" in held(r))
+        assert inactive.status == 201 and "is not active" in held(inactive), inactive
+        active = {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active",
+                                             "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+        check_path = resource_path(KUEUE_API, "admissionchecks", None, check["metadata"]["name"])
+        assert e2e.api.request("PATCH", f"{check_path}/status", active, content_type=merge).ok
+        assert not held(eventually(lambda: e2e.api.create(within, dry_run=True), lambda r: not held(r)))
     finally:
         for obj, plural in reversed(made):
             where = ns if plural == "localqueues" else None
