@@ -16,6 +16,11 @@ Then the RSS of (a), the in-process cost of a review, and the same with a live w
     .venv/bin/python bench/webhook_bench.py --nodes 2000 --pods 20000 --requests 500   # quick
     .venv/bin/python bench/webhook_bench.py --job jobset --no-live    # a JobSet of 64 replicated jobs
     .venv/bin/python bench/webhook_bench.py --job lws --no-live       # a LeaderWorkerSet of 32 groups
+    .venv/bin/python bench/webhook_bench.py --replicas 2 --no-live    # deploy/base's two replicas
+
+With ``--replicas N`` each server runs as N processes (the empty handler too), the reviews
+spread over them in turn as a Service spreads connections over the webhook's pods, and the CPU
+per review is that of all N.
 
 The client shares the machine's cores with the server, so absolute figures understate the
 server; the ratios against (b), measured under the same conditions, are what to compare.
@@ -282,34 +287,41 @@ async def _post(session: Any, url: str, payload: bytes, verdicts: dict[str, int]
     verdicts[verdict] = verdicts.get(verdict, 0) + 1
 
 
-async def drive(url: str, context: ssl.SSLContext, payloads: list[bytes], concurrency: int,
+async def drive(urls: list[str], context: ssl.SSLContext, payloads: list[bytes], concurrency: int,
                 requests: int) -> Run:
-    """Closed loop: ``requests`` reviews over ``concurrency`` keep-alive connections, each
-    connection sending its next review as soon as the last is answered."""
+    """Closed loop: ``requests`` reviews over ``concurrency`` keep-alive connections (per
+    server process of ``urls``), each connection sending its next review as soon as the last is
+    answered; review ``i`` goes to ``urls[i % len(urls)]``."""
     import aiohttp
 
     latencies: list[float] = []
     verdicts: dict[str, int] = {}
     sent = 0
-    connector = aiohttp.TCPConnector(limit=concurrency, ssl=context)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency, ssl=context))
+                for _ in urls]
+    try:
         async def worker() -> None:
             nonlocal sent
             while sent < requests:
-                payload = payloads[sent % len(payloads)]
+                index = sent
                 sent += 1
                 started = time.perf_counter()
-                await _post(session, url, payload, verdicts)
+                await _post(sessions[index % len(urls)], urls[index % len(urls)],
+                            payloads[index % len(payloads)], verdicts)
                 latencies.append(time.perf_counter() - started)
 
-        await _warm_up(session, url, payloads, concurrency)
+        for session, url in zip(sessions, urls, strict=True):
+            await _warm_up(session, url, payloads, concurrency)
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - started
+    finally:
+        for session in sessions:
+            await session.close()
     return Run(latencies, wall, verdicts)
 
 
-async def drive_rate(url: str, context: ssl.SSLContext, payloads: list[bytes], rate: float,
+async def drive_rate(urls: list[str], context: ssl.SSLContext, payloads: list[bytes], rate: float,
                      seconds: float, connections: int = 64) -> Run:
     """Open loop: reviews sent at ``rate`` per second whether or not earlier ones were
     answered, the way the API server's clients arrive, over at most ``connections``.
@@ -317,20 +329,23 @@ async def drive_rate(url: str, context: ssl.SSLContext, payloads: list[bytes], r
     Latency counts from the moment the client starts a review, so a review waiting for a
     free connection (the server falling behind) is charged to the server. The client's own
     lateness against the schedule (its timers wake in whole milliseconds) is not: it is
-    reported as the send lag instead, to show whether the client kept up."""
+    reported as the send lag instead, to show whether the client kept up. Review ``i`` goes to
+    ``urls[i % len(urls)]``, each server process with its own ``connections``."""
     import aiohttp
 
     latencies: list[float] = []
     lags: list[float] = []
     verdicts: dict[str, int] = {}
-    connector = aiohttp.TCPConnector(limit=connections, ssl=context)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        await _warm_up(session, url, payloads, connections)
+    sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections, ssl=context))
+                for _ in urls]
+    try:
+        for session, url in zip(sessions, urls, strict=True):
+            await _warm_up(session, url, payloads, connections)
 
         async def one(i: int, due: float) -> None:
             started = time.perf_counter()
             lags.append(started - due)
-            await _post(session, url, payloads[i % len(payloads)], verdicts)
+            await _post(sessions[i % len(urls)], urls[i % len(urls)], payloads[i % len(payloads)], verdicts)
             latencies.append(time.perf_counter() - started)
 
         total = int(rate * seconds)
@@ -346,6 +361,9 @@ async def drive_rate(url: str, context: ssl.SSLContext, payloads: list[bytes], r
                 await asyncio.sleep(max(0.0, begun + sent / rate - time.perf_counter()))
         await asyncio.gather(*tasks)
         wall = time.perf_counter() - begun
+    finally:
+        for session in sessions:
+            await session.close()
     return Run(latencies, wall, verdicts, lags=lags)
 
 
@@ -357,11 +375,14 @@ async def _warm_up(session: Any, url: str, payloads: list[bytes], connections: i
                                for i in range(connections)))
 
 
-def measured(pid: int, run: Any) -> Run:
-    """``run()`` (a coroutine factory), with the server's CPU time per review."""
-    before = cpu_seconds(pid)
+def measured(processes: list[subprocess.Popen[bytes]], run: Any) -> Run:
+    """``run()`` (a coroutine factory), with the CPU time per review of the server's processes."""
+    def spent() -> float:
+        return sum(cpu_seconds(p.pid) for p in processes)
+
+    before = spent()
     result: Run = asyncio.run(run())
-    result.cpu_per_review = (cpu_seconds(pid) - before) / max(1, len(result.latencies))
+    result.cpu_per_review = (spent() - before) / max(1, len(result.latencies))
     return result
 
 
@@ -387,6 +408,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of the open-loop run")
     parser.add_argument("--no-live", action="store_true",
                         help="skip the live-watch run (gpugate serve syncing from an API server double)")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="server processes each (deploy/base runs 2), the reviews spread over them")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
 
@@ -401,15 +424,16 @@ def main() -> int:
               f"{cluster.stat().st_size / 2**20:.0f} MiB JSON, "
               f"written in {time.perf_counter() - started:.1f} s")
 
-        gate_port, base_port = free_port(), free_port()
+        gate_ports = [free_port() for _ in range(args.replicas)]
+        base_ports = [free_port() for _ in range(args.replicas)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        gate = subprocess.Popen(
-            [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(gate_port),
+        gates = [subprocess.Popen(
+            [sys.executable, "-m", "gpugate", "serve", "--host", "127.0.0.1", "--port", str(port),
              "--tls-cert", str(cert), "--tls-key", str(key), "--cluster", str(cluster),
              "--log-level", "warning", "--metrics-port", "0"],
-            cwd=ROOT, env=env)
-        base = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert), str(key)],
-                                cwd=ROOT, env=env)
+            cwd=ROOT, env=env) for port in gate_ports]
+        bases = [subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(port), str(cert), str(key)],
+                                  cwd=ROOT, env=env) for port in base_ports]
         what, build, default_size = JOBS[args.job]
         size = args.job_pods or default_size
         job = submitted(build(size))
@@ -420,42 +444,49 @@ def main() -> int:
         gc.freeze()  # the client's own collections must not land in one server's run only
         try:
             started = time.perf_counter()
-            wait_ready(f"https://127.0.0.1:{gate_port}", context, gate, 300)
+            for port, gate in zip(gate_ports, gates, strict=True):
+                wait_ready(f"https://127.0.0.1:{port}", context, gate, 300)
+            replicas = f", {args.replicas} processes" if args.replicas > 1 else ""
             print(f"gpugate serve ready in {time.perf_counter() - started:.1f} s "
-                  f"(loads and indexes the snapshot)")
-            wait_ready(f"https://127.0.0.1:{base_port}", context, base, 60)
+                  f"(loads and indexes the snapshot{replicas})")
+            for port, base in zip(base_ports, bases, strict=True):
+                wait_ready(f"https://127.0.0.1:{port}", context, base, 60)
             print(f"review: {what.format(n=size)}, "
                   f"POST /validate, every review a different job (own uid and name)\n"
                   f"  gpugate        jobs of one shape (a sweep: the topology is asked the same question)\n"
                   f"  gpugate/shapes every job a different CPU request: no two questions alike\n")
-            servers = (("empty", base, base_port, same_shape), ("gpugate", gate, gate_port, same_shape),
-                       ("gpugate/shapes", gate, gate_port, distinct))
+            def urls(ports: list[int]) -> list[str]:
+                return [f"https://127.0.0.1:{port}/validate" for port in ports]
+
+            servers = (("empty", bases, urls(base_ports), same_shape),
+                       ("gpugate", gates, urls(gate_ports), same_shape),
+                       ("gpugate/shapes", gates, urls(gate_ports), distinct))
             print(f"closed loop: {args.requests} reviews per level over keep-alive TLS connections")
             _print_table("concurrency", [
-                (str(level), name, measured(process.pid, lambda u=f"https://127.0.0.1:{port}/validate",
-                                            p=payloads, c=level: drive(u, context, p, c, args.requests)))
-                for level in levels for name, process, port, payloads in servers])
+                (str(level), name, measured(processes, lambda u=targets, p=payloads, c=level:
+                                            drive(u, context, p, c, args.requests)))
+                for level in levels for name, processes, targets, payloads in servers])
             if args.rate > 0:
                 print(f"\nopen loop: {args.rate:.0f} reviews/s for {args.seconds:g} s, up to 64 connections; "
                       f"latency from the start of each review (waiting for a connection included); "
                       f"goal at 1,000/s and 10,000 nodes: gpugate/shapes p99 < 10 ms")
                 rows = []
-                for name, process, port, payloads in servers:
-                    url = f"https://127.0.0.1:{port}/validate"
-                    asyncio.run(drive_rate(url, context, payloads, args.rate, 1.0))   # warm-up, not shown
-                    run = measured(process.pid, lambda u=url, p=payloads: drive_rate(u, context, p, args.rate,
-                                                                                      args.seconds))
+                for name, processes, targets, payloads in servers:
+                    asyncio.run(drive_rate(targets, context, payloads, args.rate, 1.0))   # warm-up, not shown
+                    run = measured(processes, lambda u=targets, p=payloads:
+                                   drive_rate(u, context, p, args.rate, args.seconds))
                     rows.append((f"{args.rate:.0f}/s", name, run))
                 _print_table("rate", rows)
                 # One process judges on one core (its event loop), beside the client on the same cores:
-                # past about one core of demand it cannot keep up, and the queue sets the p99.
+                # past about one core of demand it cannot keep up, and the queue sets the p99. N
+                # processes share the machine's cores with the client: past them, the same.
                 print("  CPU the rate asks of the server (cpu ms x rate): " + ", ".join(
                     f"{name} {run.cpu_per_review * args.rate:.2f} cores" for _, name, run in rows))
             print(f"\ngpugate serve RSS with {args.nodes} nodes / {args.pods} pods: "
-                  f"{rss_mib(gate.pid):.0f} MiB "
-                  f"(empty handler: {rss_mib(base.pid):.0f} MiB)")
+                  f"{rss_mib(gates[0].pid):.0f} MiB "
+                  f"(empty handler: {rss_mib(bases[0].pid):.0f} MiB){' each' if args.replicas > 1 else ''}")
         finally:
-            stop(gate, base)
+            stop(*gates, *bases)
         in_process_breakdown(cluster, same_shape, distinct)
         if not args.no_live:
             live_watch(directory, cluster, cert, key, context, same_shape, args.requests)
@@ -507,8 +538,8 @@ def live_watch(directory: Path, cluster: Path, cert: Path, key: Path, context: s
              "--log-level", "warning", "--metrics-port", "0"], cwd=ROOT)
         wait_ready(f"https://127.0.0.1:{gate_port}", context, gate, 600)
         synced = time.perf_counter() - started
-        run = measured(gate.pid, lambda: drive(f"https://127.0.0.1:{gate_port}/validate", context,
-                                               payloads, 1, requests))
+        run = measured([gate], lambda: drive([f"https://127.0.0.1:{gate_port}/validate"], context,
+                                             payloads, 1, requests))
         p50 = percentile(run.latencies, 0.5)
         print(f"live watch: first full sync (paginated lists of 500) in {synced:.1f} s; RSS "
               f"{rss_mib(gate.pid):.0f} MiB; concurrency 1: p50 {p50 * 1e3:.2f} ms, "
