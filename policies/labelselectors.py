@@ -4,7 +4,8 @@ requirement a label selector or a node selector term puts on a label (:func:`hol
 
 A namespace's name is always known (its ``kubernetes.io/metadata.name`` label is its name), its
 other labels only where a cluster snapshot holds the Namespace. A selector that reads a label
-not known answers None: the caller must not judge as if it knew.
+not known answers None: the caller must not judge as if it knew. A selector in a policy file is
+validated with :data:`SELECTOR_SCHEMA`; one in a cluster object is read by :func:`read_selector`.
 """
 
 from __future__ import annotations
