@@ -224,6 +224,42 @@ def test_admission_checks_a_cluster_queue_names_must_exist_and_be_active(
         assert list(findings(job(8), objects)) == ["GG402"]
 
 
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(["", "a", "prov", "True", "Active", "In",
+                                                                      "Hold", "None", "ml", "a100"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(
+        st.sampled_from(["matchLabels", "matchExpressions", "key", "operator", "values", "name", "type",
+                         "status", "admissionChecks", "onFlavors", "a"]), children, max_size=3),
+    max_leaves=12)
+_FIELDS = {"ClusterQueue": ("spec", ["namespaceSelector", "admissionChecks", "admissionChecksStrategy",
+                                     "stopPolicy"]),
+           "LocalQueue": ("spec", ["clusterQueue", "stopPolicy"]),
+           "AdmissionCheck": ("status", ["conditions"]),
+           "Namespace": ("metadata", ["labels"])}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(_FIELDS)), st.integers(0, 3), _ANY_JSON), max_size=6))
+def test_kueue_objects_of_any_shape_never_break_a_verdict(edits: list[tuple[str, int, Any]]) -> None:
+    """A snapshot file is user input: a ClusterQueue's selector and checks, a LocalQueue's stop, an
+    AdmissionCheck's conditions and a namespace's labels of any shape are read as far as they make
+    sense, and the job is still judged (never an exception; a quota it can never get stays never)."""
+    policy = Policy()
+    base = {"ClusterQueue": cluster_queue("cq-a", {"a100": full(4)}, admissionChecks=["prov"]),
+            "LocalQueue": local_queue(), "AdmissionCheck": admission_check("prov"),
+            "Namespace": namespace("ml")}
+    cluster = snapshot([*gpu_nodes(), flavor("a100"), *base.values()], policy)
+    for kind, which, value in edits:
+        section, fields = _FIELDS[kind]
+        changed = copy.deepcopy(base[kind])
+        changed.setdefault(section, {})[fields[which % len(fields)]] = value
+        cluster.topology.apply("MODIFIED", changed)
+    found = feasibility_findings(run(job(2), [cluster], policy, in_a_minute()))
+    assert set(found) <= {"GG306", "GG404"}, found
+    if not any(kind == "LocalQueue" and which % 2 == 0 for kind, which, _ in edits):  # still to cq-a
+        assert "GG402" in feasibility_findings(run(job(8), [cluster], policy, in_a_minute()))
+
+
 def test_a_local_queue_stopped_and_resumed_moves_the_answer() -> None:
     """A LocalQueue's stopPolicy is versioned like the rest of it: resumed (None), or deleted on a
     relist, it holds nothing any more; a quota it can never grant is never all the same."""

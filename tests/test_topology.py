@@ -15,7 +15,7 @@ from policies.config import Policy
 from policies.engine import Context
 from policies.feasibility import eligible_mask
 from policies.rules._feasibility import feasibility
-from policies.topology import ClusterSnapshot, Topology
+from policies.topology import WATCHED, ClusterSnapshot, Topology
 from policies.workload import build_workload
 
 
@@ -280,6 +280,23 @@ JSON = st.recursive(
                     "labels",
                     "taints",
                     "allocatable",
+                    # Kueue's objects
+                    "clusterQueue",
+                    "stopPolicy",
+                    "resourceGroups",
+                    "coveredResources",
+                    "flavors",
+                    "nominalQuota",
+                    "namespaceSelector",
+                    "matchLabels",
+                    "matchExpressions",
+                    "operator",
+                    "values",
+                    "admissionChecks",
+                    "admissionChecksStrategy",
+                    "conditions",
+                    "type",
+                    "status",
                 ]
             ),
             children,
@@ -288,14 +305,8 @@ JSON = st.recursive(
     ),
     max_leaves=20,
 )
-KINDS = [
-    ("v1", "Node"),
-    ("v1", "Pod"),
-    ("scheduling.volcano.sh/v1beta1", "Queue"),
-    ("scheduling.volcano.sh/v1beta1", "PodGroup"),
-    ("topology.volcano.sh/v1alpha1", "HyperNode"),
-    ("scheduling.sigs.k8s.io/v1beta1", "ElasticQuotaTree"),
-]
+# every kind the topology reads
+KINDS = sorted((f"{group}/v1" if group else "v1", kind) for group, kind in WATCHED)
 
 
 @settings(max_examples=300, deadline=None)
@@ -351,6 +362,15 @@ def test_malformed_objects_never_raise(events: list[Any]) -> None:
     workload = build_workload(job)
     assert workload is not None
     assert feasibility(workload, Context(policy=Policy(), clusters=[ClusterSnapshot("c", topo)])) is not None
+    # and through Kueue: a LocalQueue `n0` of namespace x, its ClusterQueue, flavors and checks as fuzzed
+    queued = {"apiVersion": "batch/v1", "kind": "Job",
+              "metadata": {"name": "k", "namespace": "x", "labels": {"kueue.x-k8s.io/queue-name": "n0"}},
+              "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                  {"name": "m", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}}
+    kueue_workload = build_workload(queued)
+    assert kueue_workload is not None
+    context = Context(policy=Policy(), clusters=[ClusterSnapshot("c", topo)])
+    assert feasibility(kueue_workload, context) is not None
 
 
 def test_a_node_beyond_64_bits_is_left_out_whole(caplog: pytest.LogCaptureFixture) -> None:
