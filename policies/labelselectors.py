@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 __all__ = ["NAME_LABEL", "SELECTOR_SCHEMA", "Requirement", "holds", "read_selector", "requirements",
-           "selects"]
+           "selects", "selects_namespace"]
 
 # The label the API server sets on every Namespace: its name.
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -70,8 +70,9 @@ def read_selector(selector: Any) -> tuple[Requirement, ...] | None:
 
 def requirements(selector: Mapping[str, Any] | None) -> tuple[Requirement, ...]:
     """The requirements of a selector valid under :data:`SELECTOR_SCHEMA`, all of which must
-    hold (hashable: a selector read once is a key of answers). None (a nil selector where the
-    owner reads nil as "everything", as Kueue does) has none, as the empty selector."""
+    hold (hashable: a selector read once is a key of answers). None has none, as the empty
+    selector: what a nil selector means is its owner's (Kueue's managedJobsNamespaceSelector reads
+    it as every namespace, a ClusterQueue's namespaceSelector as none)."""
     if selector is None:
         return ()
     labels = selector.get("matchLabels") or {}
@@ -95,6 +96,15 @@ def selects(required: tuple[Requirement, ...], labels: Mapping[str, str],
         if not holds(operator, values, labels.get(key)):
             return False
     return None if unknown else True
+
+
+def selects_namespace(required: tuple[Requirement, ...], namespace: str,
+                      labels: Mapping[str, str] | None) -> bool | None:
+    """Whether namespace ``namespace`` is selected: from its ``labels`` where a cluster snapshot
+    holds the Namespace, else (None) from its name alone, the one label always known."""
+    if labels is None:
+        return selects(required, {NAME_LABEL: namespace}, (NAME_LABEL,))
+    return selects(required, {**labels, NAME_LABEL: namespace})
 
 
 def holds(operator: Any, values: Sequence[str], value: str | None) -> bool | None:

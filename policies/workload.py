@@ -16,7 +16,7 @@ from policies import references, specfacts
 from policies.derived import derived_pods
 from policies.findings import ObjectRef
 from policies.kinds import COMMON_QUEUES, DEFAULT_SCHEDULER, KindSpec, PodSetSource, kind_spec
-from policies.labelselectors import NAME_LABEL, requirements, selects
+from policies.labelselectors import requirements, selects_namespace
 from policies.memo import Scratch
 from policies.pointers import escape_pointer, join_pointer, unescape_pointer
 from policies.resources import pod_requests
@@ -251,7 +251,7 @@ class Workload:
         selector = queues["kueueManagedJobsNamespaceSelector"]
         if not selector or namespace is None:
             return True
-        return selects(requirements(selector), {NAME_LABEL: namespace}, (NAME_LABEL,))
+        return selects_namespace(requirements(selector), namespace, None)
 
     def __str__(self) -> str:
         return str(self.ref)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from policies.config import Policy
-from policies.labelselectors import NAME_LABEL, selects
+from policies.labelselectors import selects_namespace
 from policies.memo import StampedMemo
 from policies.topology import ClusterSnapshot, Topology
 
@@ -184,9 +184,9 @@ def _check_kueue_namespace(question: FitQuestion, snapshot: ClusterSnapshot, pol
                                                                    if q.system != "kueue"),
                                    kueue_excluded=(), kueue_pods=(), kueue_topology=())
 
-    labels = snapshot.topology.namespace_labels.get(namespace)
-    if labels is not None:
-        kueues = selects(question.kueue_namespaces, {**labels, NAME_LABEL: namespace})
+    kueues = selects_namespace(question.kueue_namespaces, namespace,
+                               snapshot.topology.namespace_labels.get(namespace))
+    if kueues is not None:
         return check_cluster(managed if kueues else ignored(), snapshot, policy, deadline, memo=memo)
     through = check_cluster(managed, snapshot, policy, deadline, memo=memo)
     without = check_cluster(ignored(), snapshot, policy, deadline, memo=memo)

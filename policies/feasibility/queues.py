@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from policies.labelselectors import NAME_LABEL, selects
+from policies.labelselectors import selects_namespace
 from policies.quantity import format_quantity
 from policies.topology import Topology
 from policies.workload import QueueRef
@@ -120,9 +120,7 @@ def kueue_namespace_hold(refs: tuple[QueueRef, ...], topo: Topology, namespace: 
             return _held(f"ClusterQueue `{cq.name}` has no namespaceSelector, which selects no namespace: "
                          f"Kueue admits nothing through it (`{{}}` selects all)", ref.path,
                          cluster_queue=cq.name, namespace=namespace)
-        labels = topo.namespace_labels.get(namespace)
-        known = None if labels is not None else (NAME_LABEL,)
-        if selects(cq.namespaces, {**(labels or {}), NAME_LABEL: namespace}, known) is False:
+        if selects_namespace(cq.namespaces, namespace, topo.namespace_labels.get(namespace)) is False:
             return _held(f"namespace `{namespace}` not selected by ClusterQueue `{cq.name}`'s "
                          f"namespaceSelector: Kueue holds the workload until its labels or the selector "
                          f"change", ref.path, cluster_queue=cq.name, namespace=namespace)
